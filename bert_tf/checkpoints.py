@@ -1,0 +1,459 @@
+"""Checkpoint import and export: the name-and-shape tables of BERT.
+
+Three formats hold the same weights under different names:
+  * original google-research/bert TF1 checkpoints (`bert/encoder/layer_0/...`),
+    which is also the format of this project's model directories
+    (bert_config.json + vocab.txt + bert_model.ckpt), so they load there too;
+  * Hugging Face directories (config.json + model.safetensors, `encoder.layer.0...`),
+    read with `safetensors`; pickled `pytorch_model.bin` files are refused;
+  * keras-hub's `BertBackbone` (export only, for interop and parity checks).
+
+The Keras variable paths of this package are the TF1 scopes themselves (see
+`bert_tf.modeling.layers`), so the tables below list, for every variable, its
+TF1 name, its Hugging Face name and how the array is laid out there. Loading is
+strict: the first missing, unused or mis-shaped variable raises
+`CheckpointMismatchError` naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+import shutil
+from typing import Callable
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.configs import BertConfig
+from bert_tf.modeling.encoder import BertEncoder
+from bert_tf.modeling.pretrainer import BertPretrainer
+
+CONFIG_NAME = "bert_config.json"
+VOCAB_NAME = "vocab.txt"
+CHECKPOINT_NAME = "bert_model.ckpt"
+HF_CONFIG_NAME = "config.json"
+HF_WEIGHTS_NAME = "model.safetensors"
+HF_INDEX_NAME = "model.safetensors.index.json"
+
+# Checkpoint entries that hold no model weight of their own: optimizer slots and
+# step counters in TF1 checkpoints; buffers and tied copies in HF files.
+_TF1_IGNORED_SUFFIXES = ("/adam_m", "/adam_v", "global_step", "bad_steps", "good_steps",
+                         "loss_scale")
+_HF_IGNORED = ("embeddings.position_ids", "cls.predictions.decoder.weight",
+               "cls.predictions.decoder.bias")
+
+
+class CheckpointMismatchError(ValueError):
+    """A checkpoint does not fit the model: a missing, unused or mis-shaped variable."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One variable: its Keras path, TF1 name, HF name, and the HF layout."""
+
+    path: str
+    tf1: str
+    hf: str
+    hf_transposed: bool = False  # torch Linear stores [out, in]; Keras Dense [in, out].
+
+
+# Per block: (path suffix below layer_<i>/, HF suffix below encoder.layer.<i>., transposed).
+_BLOCK_TABLE = (
+    ("attention/self/query/kernel", "attention.self.query.weight", True),
+    ("attention/self/query/bias", "attention.self.query.bias", False),
+    ("attention/self/key/kernel", "attention.self.key.weight", True),
+    ("attention/self/key/bias", "attention.self.key.bias", False),
+    ("attention/self/value/kernel", "attention.self.value.weight", True),
+    ("attention/self/value/bias", "attention.self.value.bias", False),
+    ("attention/output/dense/kernel", "attention.output.dense.weight", True),
+    ("attention/output/dense/bias", "attention.output.dense.bias", False),
+    ("attention/output/LayerNorm/gamma", "attention.output.LayerNorm.weight", False),
+    ("attention/output/LayerNorm/beta", "attention.output.LayerNorm.bias", False),
+    ("intermediate/dense/kernel", "intermediate.dense.weight", True),
+    ("intermediate/dense/bias", "intermediate.dense.bias", False),
+    ("output/dense/kernel", "output.dense.weight", True),
+    ("output/dense/bias", "output.dense.bias", False),
+    ("output/LayerNorm/gamma", "output.LayerNorm.weight", False),
+    ("output/LayerNorm/beta", "output.LayerNorm.bias", False),
+)
+
+_HEAD_TABLE = (
+    Entry("predictions/transform/dense/kernel", "cls/predictions/transform/dense/kernel",
+          "cls.predictions.transform.dense.weight", True),
+    Entry("predictions/transform/dense/bias", "cls/predictions/transform/dense/bias",
+          "cls.predictions.transform.dense.bias"),
+    Entry("predictions/transform/LayerNorm/gamma", "cls/predictions/transform/LayerNorm/gamma",
+          "cls.predictions.transform.LayerNorm.weight"),
+    Entry("predictions/transform/LayerNorm/beta", "cls/predictions/transform/LayerNorm/beta",
+          "cls.predictions.transform.LayerNorm.bias"),
+    Entry("predictions/output_bias", "cls/predictions/output_bias", "cls.predictions.bias"),
+    # Both TF1 and HF store the NSP weights as [2, hidden], as this model does.
+    Entry("seq_relationship/output_weights", "cls/seq_relationship/output_weights",
+          "cls.seq_relationship.weight"),
+    Entry("seq_relationship/output_bias", "cls/seq_relationship/output_bias",
+          "cls.seq_relationship.bias"),
+)
+
+
+def encoder_table(config: BertConfig) -> list[Entry]:
+    """Name table of every BertEncoder variable."""
+    table = [
+        Entry("embeddings/word_embeddings/embeddings", "bert/embeddings/word_embeddings",
+              "embeddings.word_embeddings.weight"),
+        Entry("embeddings/position_embeddings/embeddings", "bert/embeddings/position_embeddings",
+              "embeddings.position_embeddings.weight"),
+        Entry("embeddings/token_type_embeddings/embeddings",
+              "bert/embeddings/token_type_embeddings", "embeddings.token_type_embeddings.weight"),
+        Entry("embeddings/LayerNorm/gamma", "bert/embeddings/LayerNorm/gamma",
+              "embeddings.LayerNorm.weight"),
+        Entry("embeddings/LayerNorm/beta", "bert/embeddings/LayerNorm/beta",
+              "embeddings.LayerNorm.bias"),
+    ]
+    for i in range(config.num_hidden_layers):
+        table += [Entry(f"layer_{i}/{path}", f"bert/encoder/layer_{i}/{path}",
+                        f"encoder.layer.{i}.{hf}", transposed)
+                  for path, hf, transposed in _BLOCK_TABLE]
+    table += [
+        Entry("pooler/dense/kernel", "bert/pooler/dense/kernel", "pooler.dense.weight", True),
+        Entry("pooler/dense/bias", "bert/pooler/dense/bias", "pooler.dense.bias"),
+    ]
+    return table
+
+
+def pretrainer_table(config: BertConfig) -> list[Entry]:
+    """Name table of every BertPretrainer variable (encoder, then heads)."""
+    return encoder_table(config) + list(_HEAD_TABLE)
+
+
+# --------------------------------------------------------------------------- sources
+
+
+class _Source:
+    """Named arrays of a checkpoint, in TF1 layout, keyed by TF1 name."""
+
+    def __init__(self, where: str, shapes: dict[str, tuple], read: Callable[[str], np.ndarray]):
+        self.where = where
+        self.shapes = shapes
+        self._read = read
+
+    def read(self, name: str) -> np.ndarray:
+        return self._read(name)
+
+
+def _tf1_source(prefix: str) -> _Source:
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+    except (tf.errors.OpError, ValueError) as e:
+        raise CheckpointMismatchError(f"{prefix}: not a readable TF checkpoint ({e})") from None
+    shapes = {name: tuple(shape) for name, shape in reader.get_variable_to_shape_map().items()
+              if not name.endswith(_TF1_IGNORED_SUFFIXES)}
+    return _Source(prefix, shapes, reader.get_tensor)
+
+
+def _hf_files(directory: str) -> list[str]:
+    index = os.path.join(directory, HF_INDEX_NAME)
+    if os.path.exists(index):
+        with open(index, encoding="utf-8") as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+        return [os.path.join(directory, name) for name in files]
+    single = os.path.join(directory, HF_WEIGHTS_NAME)
+    if os.path.exists(single):
+        return [single]
+    pickled = [p for p in ("pytorch_model.bin", "tf_model.h5") if os.path.exists(os.path.join(directory, p))]
+    if pickled:
+        raise CheckpointMismatchError(
+            f"{os.path.join(directory, pickled[0])}: refusing to load a pickled checkpoint; "
+            "convert it to model.safetensors first (transformers: save_pretrained(safe_serialization=True))")
+    raise CheckpointMismatchError(f"{directory}: no {HF_WEIGHTS_NAME} found")
+
+
+def _hf_source(directory: str, config: BertConfig) -> _Source:
+    from safetensors import safe_open
+
+    by_hf = {e.hf: e for e in pretrainer_table(config)}
+    shapes: dict[str, tuple] = {}
+    where: dict[str, tuple[str, str, bool]] = {}  # TF1 name -> (file, HF name, transposed)
+    for path in _hf_files(directory):
+        with safe_open(path, framework="np") as f:
+            for name in f.keys():
+                # BertForPreTraining and friends prefix the encoder with "bert.";
+                # old files name LayerNorm parameters gamma and beta.
+                key = name[len("bert."):] if name.startswith("bert.") else name
+                key = key.replace(".gamma", ".weight").replace(".beta", ".bias")
+                if key in _HF_IGNORED:
+                    continue
+                entry = by_hf.get(key)
+                # Names outside the table keep their HF spelling, to be reported as unused.
+                tf1 = entry.tf1 if entry else name
+                transposed = bool(entry and entry.hf_transposed)
+                shape = tuple(f.get_slice(name).get_shape())
+                shapes[tf1] = shape[::-1] if transposed else shape
+                where[tf1] = (path, name, transposed)
+
+    def read(tf1: str) -> np.ndarray:
+        path, name, transposed = where[tf1]
+        with safe_open(path, framework="np") as f:
+            value = f.get_tensor(name)
+        return value.T if transposed else value
+
+    return _Source(directory, shapes, read)
+
+
+# --------------------------------------------------------------------------- detection
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFiles:
+    """Where a model's config, weights and vocab are, and in which format."""
+
+    format: str  # "hf" or "tf1" (the project's own model directories are "tf1")
+    config_file: str
+    weights: str  # a TF checkpoint prefix or an HF directory
+    vocab_file: str | None
+
+
+def locate(path: str | os.PathLike, input_format: str | None = None) -> ModelFiles:
+    """Finds config, weights and vocab under a model directory or checkpoint prefix.
+
+    Accepts a project model directory, an original google-research/bert
+    directory or checkpoint prefix (`.../bert_model.ckpt`), or a Hugging Face
+    directory. `input_format` ("hf" or "tf1") skips the detection.
+    """
+    path = os.fspath(path)
+    directory = path if os.path.isdir(path) else os.path.dirname(path) or "."
+
+    def vocab() -> str | None:
+        candidate = os.path.join(directory, VOCAB_NAME)
+        return candidate if os.path.exists(candidate) else None
+
+    is_hf = os.path.isdir(path) and os.path.exists(os.path.join(path, HF_CONFIG_NAME)) and not \
+        os.path.exists(os.path.join(path, CONFIG_NAME))
+    if input_format == "hf" or (input_format is None and is_hf):
+        if not os.path.isdir(path):
+            raise FileNotFoundError(f"{path}: not a Hugging Face model directory")
+        config_file = os.path.join(path, HF_CONFIG_NAME)
+        if not os.path.exists(config_file):
+            raise FileNotFoundError(f"{config_file}: config file not found")
+        _hf_files(path)  # fails early, with the reason, when the weights are missing or pickled
+        return ModelFiles("hf", config_file, path, vocab())
+    if input_format not in (None, "tf1"):
+        raise ValueError(f"unknown input_format {input_format!r}; expected 'hf' or 'tf1'")
+    if os.path.isdir(path):
+        prefix = tf.train.latest_checkpoint(path) or os.path.join(path, CHECKPOINT_NAME)
+    else:
+        prefix = path
+    if not glob.glob(prefix + ".index"):
+        raise FileNotFoundError(f"{path}: no TF checkpoint ({prefix}.index) or Hugging Face model found")
+    config_file = os.path.join(directory, CONFIG_NAME)
+    if not os.path.exists(config_file):
+        raise FileNotFoundError(f"{config_file}: config file not found next to the checkpoint")
+    return ModelFiles("tf1", config_file, prefix, vocab())
+
+
+def _open(files: ModelFiles, config: BertConfig) -> _Source:
+    return _hf_source(files.weights, config) if files.format == "hf" else _tf1_source(files.weights)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _variables_by_path(model: keras.Model) -> dict[str, keras.Variable]:
+    return {v.path: v for v in model.weights}
+
+
+def assign_from_source(model: keras.Model, table: list[Entry], source: _Source,
+                       optional: list[Entry] = ()) -> list[str]:
+    """Assigns every table entry from `source`, strictly.
+
+    Entries in `optional` (the pretraining heads) may be absent as a group;
+    they are then left at their initial values. Returns the Keras paths loaded.
+
+    Raises:
+        CheckpointMismatchError: on the first missing, unused or mis-shaped variable.
+    """
+    variables = _variables_by_path(model)
+    unmapped = sorted(set(variables) - {e.path for e in list(table) + list(optional)})
+    if unmapped:
+        raise CheckpointMismatchError(f"model variable {unmapped[0]} has no checkpoint name")
+    present_optional = [e for e in optional if e.tf1 in source.shapes]
+    if present_optional and len(present_optional) != len(optional):
+        missing = next(e for e in optional if e.tf1 not in source.shapes)
+        raise CheckpointMismatchError(f"{source.where}: missing variable {missing.tf1}")
+    if optional and not present_optional:
+        logging.warning("%s holds no pretraining heads; they keep their random initialisation",
+                        source.where)
+    entries = list(table) + present_optional
+    for entry in entries:
+        if entry.tf1 not in source.shapes:
+            raise CheckpointMismatchError(f"{source.where}: missing variable {entry.tf1}")
+        expected = tuple(variables[entry.path].shape)
+        if source.shapes[entry.tf1] != expected:
+            raise CheckpointMismatchError(
+                f"{source.where}: variable {entry.tf1} has shape {source.shapes[entry.tf1]}, "
+                f"the model expects {expected}")
+    # Heads present in the checkpoint are fine when only the encoder is loaded.
+    known = {e.tf1 for e in entries} | {e.tf1 for e in _HEAD_TABLE}
+    unused = sorted(name for name in source.shapes if name not in known)
+    if unused:
+        raise CheckpointMismatchError(
+            f"{source.where}: unused checkpoint variable {unused[0]} "
+            f"(a checkpoint of another architecture or size?)")
+    for entry in entries:
+        variables[entry.path].assign(source.read(entry.tf1))
+    return [e.path for e in entries]
+
+
+def _load(path, model_cls, input_format, heads: bool):
+    files = locate(path, input_format)
+    config = BertConfig.from_json_file(files.config_file)
+    model = model_cls(config)
+    table = encoder_table(config)
+    assign_from_source(model, table, _open(files, config),
+                       optional=list(_HEAD_TABLE) if heads else ())
+    model.vocab_file = files.vocab_file
+    return model
+
+
+def load_encoder(path: str | os.PathLike, input_format: str | None = None) -> BertEncoder:
+    """Builds a BertEncoder and loads its weights from any supported checkpoint.
+
+    Args:
+        path: a project model directory, a google-research/bert checkpoint
+            prefix or directory, or a Hugging Face directory (detected).
+        input_format: "hf" or "tf1" to skip detection.
+
+    Returns:
+        The encoder, with `.config` (BertConfig) and `.vocab_file` (or None).
+    """
+    return _load(path, BertEncoder, input_format, heads=False)
+
+
+def load_pretrainer(path: str | os.PathLike, input_format: str | None = None) -> BertPretrainer:
+    """Like `load_encoder`, for a BertPretrainer; the heads load when present."""
+    return _load(path, BertPretrainer, input_format, heads=True)
+
+
+def has_pretraining_heads(path: str | os.PathLike, input_format: str | None = None) -> bool:
+    """Whether the checkpoint at `path` holds the MLM and NSP heads."""
+    files = locate(path, input_format)
+    source = _open(files, BertConfig.from_json_file(files.config_file))
+    return all(e.tf1 in source.shapes for e in _HEAD_TABLE)
+
+
+# --------------------------------------------------------------------------- saving
+
+
+def _table_for(model: keras.Model) -> list[Entry]:
+    if isinstance(model, BertPretrainer):
+        return pretrainer_table(model.config)
+    if isinstance(model, BertEncoder):
+        return encoder_table(model.config)
+    raise TypeError(f"expected a BertEncoder or BertPretrainer, got {type(model).__name__}")
+
+
+def save_model_dir(model: BertEncoder | BertPretrainer, directory: str | os.PathLike,
+                   vocab_file: str | os.PathLike | None = None) -> str:
+    """Writes a project model directory: bert_config.json, vocab.txt, bert_model.ckpt.
+
+    The checkpoint uses the original TF1 variable names, so google-research/bert
+    reads it too. Everything is written to a temporary sibling directory first
+    and moved into place at the end, so a reader never sees a partial model.
+
+    Returns:
+        The directory written.
+    """
+    directory = os.fspath(directory)
+    parent = os.path.dirname(os.path.abspath(directory))
+    os.makedirs(parent, exist_ok=True)
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise NotADirectoryError(f"{directory}: exists and is not a directory")
+    tmp = f"{os.path.abspath(directory)}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    try:
+        model.config.to_json_file(os.path.join(tmp, CONFIG_NAME))
+        if vocab_file is not None:
+            shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_NAME))
+        variables = _variables_by_path(model)
+        table = _table_for(model)
+        names = [e.tf1 for e in table]
+        tensors = [variables[e.path] for e in table]
+        tf.raw_ops.SaveV2(prefix=os.path.join(tmp, CHECKPOINT_NAME), tensor_names=names,
+                          shape_and_slices=[""] * len(names), tensors=tensors)
+        old = None
+        if os.path.isdir(directory):
+            old = f"{os.path.abspath(directory)}.old-{os.getpid()}"
+            os.replace(directory, old)
+        os.replace(tmp, directory)
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return directory
+
+
+# --------------------------------------------------------------------------- keras-hub
+
+_KERAS_HUB_BLOCK = {  # our block suffix -> keras-hub TransformerEncoder suffix
+    "attention/self/query": "self_attention_layer/query",
+    "attention/self/key": "self_attention_layer/key",
+    "attention/self/value": "self_attention_layer/value",
+    "attention/output/dense": "self_attention_layer/attention_output",
+    "attention/output/LayerNorm": "self_attention_layer_norm",
+    "intermediate/dense": "feedforward_intermediate_dense",
+    "output/dense": "feedforward_output_dense",
+    "output/LayerNorm": "feedforward_layer_norm",
+}
+_KERAS_HUB_OTHER = {
+    "embeddings/word_embeddings/embeddings": "token_embedding/embeddings",
+    "embeddings/position_embeddings/embeddings": "position_embedding/embeddings",
+    "embeddings/token_type_embeddings/embeddings": "segment_embedding/embeddings",
+    "embeddings/LayerNorm/gamma": "embeddings_layer_norm/gamma",
+    "embeddings/LayerNorm/beta": "embeddings_layer_norm/beta",
+    "pooler/dense/kernel": "pooled_dense/kernel",
+    "pooler/dense/bias": "pooled_dense/bias",
+}
+
+
+def keras_hub_path(path: str) -> str:
+    """Our encoder variable path -> keras-hub BertBackbone variable path."""
+    if path in _KERAS_HUB_OTHER:
+        return _KERAS_HUB_OTHER[path]
+    block, rest = path.split("/", 1)
+    scope, variable = rest.rsplit("/", 1)
+    return f"transformer_{block}/{_KERAS_HUB_BLOCK[scope]}/{variable}"
+
+
+def to_keras_hub(encoder: BertEncoder):
+    """Returns a keras-hub `BertBackbone` holding this encoder's weights.
+
+    keras-hub's BERT hard-codes the tanh approximation of GELU, so only an
+    encoder with `hidden_act="gelu_tanh"` (or its aliases) computes the same
+    function there; any other activation is refused.
+    """
+    import keras_hub
+
+    c = encoder.config
+    if c.hidden_act not in ("gelu_tanh", "gelu_new", "gelu_pytorch_tanh"):
+        raise ValueError(f"keras-hub's BertBackbone uses tanh-approximated GELU; this encoder "
+                         f"uses hidden_act={c.hidden_act!r}")
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=c.vocab_size, num_layers=c.num_hidden_layers,
+        num_heads=c.num_attention_heads, hidden_dim=c.hidden_size,
+        intermediate_dim=c.intermediate_size, dropout=c.hidden_dropout_prob,
+        max_sequence_length=c.max_position_embeddings, num_segments=c.type_vocab_size)
+    targets = _variables_by_path(backbone)
+    for path, variable in _variables_by_path(encoder).items():
+        target = targets.pop(keras_hub_path(path))
+        # keras-hub's attention keeps heads apart: [H, N, D] kernels, [N, D] biases
+        # and an [N, D, H] output kernel; reshape ours to fit.
+        target.assign(np.reshape(variable.numpy(), target.shape))
+    if targets:
+        raise CheckpointMismatchError(f"keras-hub variable {sorted(targets)[0]} was not assigned")
+    return backbone

@@ -1,0 +1,303 @@
+"""Keras layers of BERT.
+
+Dimension keys used in shapes and einsum labels:
+  B: batch size          S: query sequence length   T: key sequence length
+  H: hidden size         N: attention heads         D: head size (H / N)
+  I: intermediate size   V: vocab size              P: masked predictions per sequence
+
+Layer names reproduce the scopes of the original google-research/bert
+checkpoint, so a variable's Keras path is its TF1 name without the leading
+`bert/` (or `bert/encoder/`, `cls/`): e.g. `layer_3/attention/self/query/kernel`.
+Keras forbids "/" in a layer name, so the inner scopes ("attention", "self",
+"output", "intermediate", "transform") are name scopes opened in `build`.
+
+Under mixed precision the LayerNorms run in float32 (their statistics overflow
+or lose precision in float16/bfloat16) and attention softmax is computed in
+float32; everything else runs in the policy's compute dtype.
+"""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import tensorflow as tf
+
+from bert_tf.configs import BertConfig
+
+_REGISTER = keras.saving.register_keras_serializable(package="bert_tf")
+
+
+def activation(name: str):
+    """Returns the activation function for a `BertConfig.hidden_act` name."""
+    if name == "gelu":
+        return lambda x: keras.activations.gelu(x, approximate=False)
+    if name in ("gelu_tanh", "gelu_new", "gelu_pytorch_tanh"):
+        return lambda x: keras.activations.gelu(x, approximate=True)
+    if name == "relu":
+        return keras.activations.relu
+    raise ValueError(f"unknown hidden_act {name!r}")
+
+
+def initializer(config: BertConfig) -> keras.initializers.Initializer:
+    # The original initialises every weight matrix from a normal distribution
+    # truncated at two standard deviations.
+    return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+
+
+def _layer_norm(config: BertConfig) -> keras.layers.LayerNormalization:
+    return keras.layers.LayerNormalization(
+        epsilon=config.layer_norm_eps, dtype="float32", name="LayerNorm")
+
+
+def _dense(units: int, config: BertConfig, name: str = "dense", **kwargs) -> keras.layers.Dense:
+    return keras.layers.Dense(units, kernel_initializer=initializer(config), name=name, **kwargs)
+
+
+def _config_from(cfg: dict) -> BertConfig:
+    return cfg if isinstance(cfg, BertConfig) else BertConfig(**cfg)
+
+
+class _ConfigLayer(keras.layers.Layer):
+    """A layer whose only constructor argument is a BertConfig."""
+
+    def __init__(self, config: BertConfig | dict, **kwargs):
+        super().__init__(**kwargs)
+        self.config = _config_from(config)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "config": self.config.to_dict()}
+
+
+@_REGISTER
+class PositionEmbedding(keras.layers.Layer):
+    """Learned absolute position embeddings, `[max_position_embeddings, H]`."""
+
+    def __init__(self, max_length: int, width: int, initializer_range: float = 0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.max_length = max_length
+        self.width = width
+        self.initializer_range = initializer_range
+
+    def build(self, input_shape) -> None:
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.max_length, self.width),
+            initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range),
+        )
+
+    def call(self, token_embeddings: tf.Tensor) -> tf.Tensor:
+        """Returns `[1, S, H]` position embeddings for `[B, S, H]` token embeddings."""
+        seq_length = tf.shape(token_embeddings)[1]
+        return tf.cast(self.embeddings[tf.newaxis, :seq_length], self.compute_dtype)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "max_length": self.max_length, "width": self.width,
+                "initializer_range": self.initializer_range}
+
+
+@_REGISTER
+class BertEmbeddings(_ConfigLayer):
+    """Word + position + token-type embeddings, then LayerNorm and dropout.
+
+    Scope `bert/embeddings`.
+    """
+
+    def __init__(self, config: BertConfig | dict, **kwargs):
+        kwargs.setdefault("name", "embeddings")
+        super().__init__(config, **kwargs)
+        c = self.config
+        self.word_embeddings = keras.layers.Embedding(
+            c.vocab_size, c.hidden_size, embeddings_initializer=initializer(c),
+            name="word_embeddings")
+        self.position_embeddings = PositionEmbedding(
+            c.max_position_embeddings, c.hidden_size, c.initializer_range,
+            name="position_embeddings")
+        self.token_type_embeddings = keras.layers.Embedding(
+            c.type_vocab_size, c.hidden_size, embeddings_initializer=initializer(c),
+            name="token_type_embeddings")
+        self.layer_norm = _layer_norm(c)
+        self.dropout = keras.layers.Dropout(c.hidden_dropout_prob)
+
+    def build(self, input_shape) -> None:
+        hidden_shape = tuple(input_shape) + (self.config.hidden_size,)
+        self.word_embeddings.build(input_shape)
+        self.position_embeddings.build(hidden_shape)
+        self.token_type_embeddings.build(input_shape)
+        self.layer_norm.build(hidden_shape)
+
+    def call(self, input_word_ids: tf.Tensor, input_type_ids: tf.Tensor,
+             training: bool | None = None) -> tf.Tensor:
+        """int32 `[B, S]` ids -> `[B, S, H]` embeddings in the compute dtype."""
+        x = self.word_embeddings(input_word_ids)
+        x = x + self.position_embeddings(x) + self.token_type_embeddings(input_type_ids)
+        x = tf.cast(self.layer_norm(x), self.compute_dtype)
+        return self.dropout(x, training=training)
+
+
+@_REGISTER
+class TransformerBlock(_ConfigLayer):
+    """One post-LN Transformer block, scope `bert/encoder/layer_<i>`.
+
+    x -> self-attention -> dense -> dropout -> Add(x) -> LayerNorm
+      -> dense(I, act) -> dense(H) -> dropout -> Add -> LayerNorm.
+    """
+
+    def __init__(self, config: BertConfig | dict, **kwargs):
+        super().__init__(config, **kwargs)
+        c = self.config
+        # attention/self
+        self.query = _dense(c.hidden_size, c, name="query")
+        self.key = _dense(c.hidden_size, c, name="key")
+        self.value = _dense(c.hidden_size, c, name="value")
+        self.attention_dropout = keras.layers.Dropout(c.attention_probs_dropout_prob)
+        # attention/output
+        self.attention_output_dense = _dense(c.hidden_size, c)
+        self.attention_layer_norm = _layer_norm(c)
+        # intermediate
+        self.intermediate_dense = _dense(c.intermediate_size, c, activation=activation(c.hidden_act))
+        # output
+        self.output_dense = _dense(c.hidden_size, c)
+        self.output_layer_norm = _layer_norm(c)
+        self.dropout = keras.layers.Dropout(c.hidden_dropout_prob)
+
+    def build(self, input_shape) -> None:
+        input_shape = tuple(input_shape)
+        inner_shape = input_shape[:-1] + (self.config.intermediate_size,)
+        with keras.name_scope("attention"):
+            with keras.name_scope("self"):
+                for dense in (self.query, self.key, self.value):
+                    dense.build(input_shape)
+            with keras.name_scope("output"):
+                self.attention_output_dense.build(input_shape)
+                self.attention_layer_norm.build(input_shape)
+        with keras.name_scope("intermediate"):
+            self.intermediate_dense.build(input_shape)
+        with keras.name_scope("output"):
+            self.output_dense.build(inner_shape)
+            self.output_layer_norm.build(input_shape)
+
+    def _split_heads(self, x: tf.Tensor) -> tf.Tensor:
+        """`[B, S, H]` -> `[B, S, N, D]`."""
+        shape = tf.shape(x)
+        c = self.config
+        return tf.reshape(x, [shape[0], shape[1], c.num_attention_heads, c.head_size])
+
+    def call(self, x: tf.Tensor, input_mask: tf.Tensor,
+             training: bool | None = None) -> tf.Tensor:
+        """Applies the block.
+
+        Args:
+            x: `[B, S, H]` hidden states in the compute dtype.
+            input_mask: int32 `[B, S]`, 1 for tokens and 0 for padding.
+            training: whether dropout is active.
+
+        Returns:
+            `[B, S, H]` hidden states in the compute dtype.
+        """
+        q = self._split_heads(self.query(x))
+        k = self._split_heads(self.key(x))
+        v = self._split_heads(self.value(x))
+        # Scale q rather than the [B, N, S, T] scores: fewer multiplications.
+        q = q * tf.cast(1.0 / math.sqrt(self.config.head_size), q.dtype)
+        scores = tf.einsum("BSND,BTND->BNST", q, k)
+        # Softmax in float32; the additive -10000 drives padded keys' weights to
+        # exactly 0 in float32, so padding cannot change non-padding outputs.
+        probs = tf.nn.softmax(tf.cast(scores, tf.float32) + attention_bias(input_mask), axis=-1)
+        probs = self.attention_dropout(tf.cast(probs, self.compute_dtype), training=training)
+        context = tf.einsum("BNST,BTND->BSND", probs, v)
+        context = tf.reshape(context, tf.shape(x))
+
+        attention_output = self.dropout(self.attention_output_dense(context), training=training)
+        x = tf.cast(self.attention_layer_norm(x + attention_output), self.compute_dtype)
+        layer_output = self.output_dense(self.intermediate_dense(x))
+        layer_output = self.dropout(layer_output, training=training)
+        return tf.cast(self.output_layer_norm(x + layer_output), self.compute_dtype)
+
+
+def attention_bias(input_mask: tf.Tensor) -> tf.Tensor:
+    """int32 `[B, T]` mask (1 = token, 0 = padding) -> float32 `[B, 1, 1, T]` bias."""
+    mask = tf.cast(input_mask, tf.float32)[:, tf.newaxis, tf.newaxis, :]
+    return (1.0 - mask) * -10000.0
+
+
+@_REGISTER
+class Pooler(_ConfigLayer):
+    """tanh(dense(first token)), scope `bert/pooler`."""
+
+    def __init__(self, config: BertConfig | dict, **kwargs):
+        kwargs.setdefault("name", "pooler")
+        super().__init__(config, **kwargs)
+        self.dense = _dense(self.config.hidden_size, self.config, activation="tanh")
+
+    def build(self, input_shape) -> None:
+        self.dense.build((input_shape[0], input_shape[-1]))
+
+    def call(self, sequence_output: tf.Tensor) -> tf.Tensor:
+        """`[B, S, H]` -> `[B, H]`."""
+        return self.dense(sequence_output[:, 0])
+
+
+@_REGISTER
+class MaskedLMHead(_ConfigLayer):
+    """Masked-LM head, scope `cls/predictions`.
+
+    Gathers the hidden states at `masked_lm_positions` first, so the
+    `[., V]` projection is computed for P positions per sequence, not S.
+    The output projection is the word-embedding table (tied), plus a bias.
+    The embedding layer is shared with the encoder, so this head is rebuilt by
+    its owning BertPretrainer rather than from its own config.
+    """
+
+    def __init__(self, config: BertConfig | dict, embedding_layer: keras.layers.Embedding,
+                 **kwargs):
+        kwargs.setdefault("name", "predictions")
+        super().__init__(config, **kwargs)
+        self.embedding_layer = embedding_layer
+        self.dense = _dense(self.config.hidden_size, self.config,
+                            activation=activation(self.config.hidden_act))
+        self.layer_norm = _layer_norm(self.config)
+
+    def build(self, input_shape) -> None:
+        hidden_shape = (None, None, self.config.hidden_size)
+        with keras.name_scope("transform"):
+            self.dense.build(hidden_shape)
+            self.layer_norm.build(hidden_shape)
+        # The bias is added to float32 logits: keep it float32 under mixed precision.
+        self.output_bias = self.add_weight(
+            name="output_bias", shape=(self.config.vocab_size,), initializer="zeros",
+            autocast=False)
+
+    def call(self, sequence_output: tf.Tensor, masked_lm_positions: tf.Tensor) -> tf.Tensor:
+        """`[B, S, H]` states, int32 `[B, P]` positions -> float32 `[B, P, V]` logits."""
+        x = tf.gather(sequence_output, masked_lm_positions, batch_dims=1)  # [B, P, H]
+        x = tf.cast(self.layer_norm(self.dense(x)), self.compute_dtype)
+        table = tf.cast(self.embedding_layer.embeddings, self.compute_dtype)  # [V, H]
+        logits = tf.einsum("BPH,VH->BPV", x, table)
+        return tf.cast(logits, tf.float32) + self.output_bias
+
+
+@_REGISTER
+class NextSentenceHead(_ConfigLayer):
+    """Next-sentence classifier on the pooled output, scope `cls/seq_relationship`.
+
+    Its weights keep the original layout: `output_weights` `[2, H]` and
+    `output_bias` `[2]`. Label 0 means "B follows A", 1 means "B is random".
+    """
+
+    def __init__(self, config: BertConfig | dict, **kwargs):
+        kwargs.setdefault("name", "seq_relationship")
+        super().__init__(config, **kwargs)
+
+    def build(self, input_shape) -> None:
+        self.output_weights = self.add_weight(
+            name="output_weights", shape=(2, self.config.hidden_size),
+            initializer=initializer(self.config))
+        self.output_bias = self.add_weight(name="output_bias", shape=(2,), initializer="zeros",
+                                           autocast=False)
+
+    def call(self, pooled_output: tf.Tensor) -> tf.Tensor:
+        """`[B, H]` -> float32 `[B, 2]` logits."""
+        logits = tf.matmul(pooled_output, tf.cast(self.output_weights, pooled_output.dtype),
+                           transpose_b=True)
+        return tf.cast(logits, tf.float32) + self.output_bias

