@@ -308,13 +308,28 @@ def assign_from_source(model: keras.Model, table: list[Entry], source: _Source,
     return [e.path for e in entries]
 
 
-def _load(path, model_cls, input_format, heads: bool):
+def load_weights(model: BertEncoder | BertPretrainer, path: str | os.PathLike,
+                 input_format: str | None = None) -> ModelFiles:
+    """Loads checkpoint weights into an already built model, strictly.
+
+    A BertPretrainer takes the heads too when the checkpoint has them (else
+    they keep their initialisation); an encoder ignores them.
+
+    Returns:
+        Where the config, weights and vocab were found.
+    """
     files = locate(path, input_format)
-    config = BertConfig.from_json_file(files.config_file)
-    model = model_cls(config)
-    table = encoder_table(config)
-    assign_from_source(model, table, _open(files, config),
-                       optional=list(_HEAD_TABLE) if heads else ())
+    heads = list(_HEAD_TABLE) if isinstance(model, BertPretrainer) else []
+    if not heads and not isinstance(model, BertEncoder):
+        raise TypeError(f"expected a BertEncoder or BertPretrainer, got {type(model).__name__}")
+    assign_from_source(model, encoder_table(model.config), _open(files, model.config), heads)
+    return files
+
+
+def _load(path, model_cls, input_format):
+    files = locate(path, input_format)
+    model = model_cls(BertConfig.from_json_file(files.config_file))
+    load_weights(model, files.weights, files.format)
     model.vocab_file = files.vocab_file
     return model
 
@@ -330,12 +345,12 @@ def load_encoder(path: str | os.PathLike, input_format: str | None = None) -> Be
     Returns:
         The encoder, with `.config` (BertConfig) and `.vocab_file` (or None).
     """
-    return _load(path, BertEncoder, input_format, heads=False)
+    return _load(path, BertEncoder, input_format)
 
 
 def load_pretrainer(path: str | os.PathLike, input_format: str | None = None) -> BertPretrainer:
     """Like `load_encoder`, for a BertPretrainer; the heads load when present."""
-    return _load(path, BertPretrainer, input_format, heads=True)
+    return _load(path, BertPretrainer, input_format)
 
 
 def has_pretraining_heads(path: str | os.PathLike, input_format: str | None = None) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -53,3 +54,13 @@ def encoder_features(batch: dict) -> dict:
 def pretrainer_features(batch: dict) -> dict:
     return {k: batch[k] for k in ("input_word_ids", "input_mask", "input_type_ids",
                                   "masked_lm_positions")}
+
+
+# TensorFlow's C++ runtime logs a few lines at import (oneDNN, CUDA probing)
+# before any flag can silence them; they are not the driver's own output.
+_TF_NATIVE_LOG = re.compile(r"^([IWEF]\d{4} \d\d:\d\d:\d\d|WARNING: All log messages before absl)")
+
+
+def own_stderr_lines(stderr: str) -> list[str]:
+    """The lines of a driver's stderr that the driver itself wrote."""
+    return [line for line in stderr.splitlines() if line.strip() and not _TF_NATIVE_LOG.match(line)]
