@@ -1,0 +1,242 @@
+"""WordPiece tokenization with the original BERT rules, in graph (tensorflow-text).
+
+The original google-research/bert `BasicTokenizer` cleans the text (deletes
+NUL, U+FFFD and control characters, maps whitespace to a space), optionally
+lower-cases and strips accents, splits on whitespace and punctuation, and makes
+every CJK character its own word; `WordpieceTokenizer` then splits each word
+greedily, longest match first, into vocab pieces. tensorflow-text's own
+`lower_case=True` path case-folds with NFKC instead (ss for ß, ASCII for
+full-width letters, 1/2 for ½, ...), so this module normalises the text itself
+and hands it to tensorflow-text's regex splitter and WordPiece op, which do no
+normalisation of their own.
+
+Where the original Python and Hugging Face's `BertTokenizerFast` (the reference
+the tests compare against) disagree, this follows Hugging Face: every category
+C character is deleted (the original keeps private-use and unassigned ones)
+and upper-case sigma always becomes σ (Python's `str.lower` writes ς at the
+end of a word).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import keras
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+MAX_INPUT_CHARS_PER_WORD = 100
+# UTF-8 needs at most 4 bytes a character; the character limit is applied
+# separately, so the byte limit of the WordPiece op must never bind first.
+_MAX_BYTES_PER_CHAR = 4
+
+# Tab, newline and CR are category Cc but count as whitespace, so they are
+# mapped before control characters are deleted. Zl/Zp are not whitespace in
+# the original `_is_whitespace`, but its final `str.split()` splits on them.
+_WHITESPACE = r"[\t\n\r\p{Zs}\p{Zl}\p{Zp}]"
+_DELETED = r"[\p{C}\x{FFFD}]"
+# ASCII symbols such as $ + < = > ^ ` | ~ are not category P but the original
+# `_is_punctuation` counts all of 33-47, 58-64, 91-96 and 123-126.
+_PUNCTUATION = r"[!-/:-@\[-`{-~\p{P}]"
+# The CJK Unified Ideographs blocks of the original `_is_chinese_char`
+# (not Hangul, Hiragana or Katakana, which are written with spaces).
+_CJK = (r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}"
+        r"\x{2A700}-\x{2B73F}\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}"
+        r"\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]")
+_SPLIT = f" +|{_PUNCTUATION}|{_CJK}"
+_KEEP = f"{_PUNCTUATION}|{_CJK}"
+
+
+def load_vocab(vocab_file: str | os.PathLike) -> list[str]:
+    """Reads a vocab file: one token a line, the line number is the id.
+
+    Args:
+      vocab_file: path of a UTF-8 text file.
+
+    Returns:
+      The tokens in id order.
+
+    Raises:
+      FileNotFoundError: the file does not exist.
+      ValueError: the file is empty, not UTF-8, or repeats a token.
+    """
+    path = os.fspath(vocab_file)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"vocab file {path} does not exist")
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        content = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"vocab file {path} is not UTF-8 (bad byte at offset {e.start})") from None
+    tokens = content.split("\n")
+    if tokens[-1] == "":
+        tokens.pop()
+    if not tokens:
+        raise ValueError(f"vocab file {path} is empty")
+    first_line: dict[str, int] = {}
+    for line, token in enumerate(tokens, start=1):
+        if token in first_line:
+            raise ValueError(
+                f"vocab file {path} repeats {token!r} on lines {first_line[token]} and {line}")
+        first_line[token] = line
+    return tokens
+
+
+def special_token_ids(vocab: list[str] | tuple[str, ...], vocab_file: str | os.PathLike) -> dict[str, int]:
+    """Ids of `SPECIAL_TOKENS` in `vocab`.
+
+    Raises:
+      ValueError: a special token is missing; the message names `vocab_file`.
+    """
+    missing = [token for token in SPECIAL_TOKENS if token not in vocab]
+    if missing:
+        raise ValueError(
+            f"vocab file {os.fspath(vocab_file)} lacks the special tokens {', '.join(missing)}")
+    return {token: vocab.index(token) for token in SPECIAL_TOKENS}
+
+
+def normalize_text(text: tf.Tensor, lower_case: bool) -> tf.Tensor:
+    """Cleans text the way the original BERT `BasicTokenizer` does, in graph.
+
+    Deletes NUL, U+FFFD and control/format characters, maps whitespace to a
+    space and, when `lower_case`, strips accents (NFD, drop category Mn) and
+    lower-cases. CJK and punctuation splitting happen later, in the splitter.
+
+    Args:
+      text: tf.string Tensor of any shape.
+      lower_case: strip accents and lower-case.
+
+    Returns:
+      tf.string Tensor of the same shape.
+    """
+    text = tf.strings.regex_replace(text, _WHITESPACE, " ")
+    text = tf.strings.regex_replace(text, _DELETED, "")
+    if lower_case:
+        text = tf_text.normalize_utf8(text, "NFD")
+        text = tf.strings.regex_replace(text, r"\p{Mn}", "")
+        # ICU's lower-casing is context sensitive for sigma alone (ς at the
+        # end of a word); the reference lower-cases character by character.
+        text = tf.strings.regex_replace(text, "Σ", "σ")
+        text = tf.strings.lower(text, encoding="utf-8")
+    return text
+
+
+def split_words(text: tf.Tensor) -> tf.RaggedTensor:
+    """Splits normalised text on spaces and punctuation; every CJK character is a word.
+
+    Args:
+      text: tf.string Tensor of shape [batch], output of `normalize_text`.
+
+    Returns:
+      tf.string RaggedTensor of shape [batch, (words)].
+    """
+    return tf_text.regex_split(text, _SPLIT, _KEEP)
+
+
+def _vocab_table(vocab_file: str, key_index: int, value_index: int,
+                 key_dtype: tf.DType, value_dtype: tf.DType, default: Any) -> tf.lookup.StaticHashTable:
+    # A TextFileInitializer created eagerly tracks the file as an asset, so a
+    # SavedModel carries its own copy of the vocab.
+    initializer = tf.lookup.TextFileInitializer(
+        vocab_file, key_dtype, key_index, value_dtype, value_index)
+    return tf.lookup.StaticHashTable(initializer, default_value=default)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertTokenizer(keras.layers.Layer):
+    """Maps strings to BERT word-piece ids with the original BasicTokenizer rules.
+
+    No [CLS]/[SEP] are added (that is packing's job), and literal "[CLS]" text
+    in the input is split like any other text, so user text cannot inject
+    special tokens.
+
+    Attributes:
+      vocabulary: tuple of the tokens in id order.
+      vocab_size: number of tokens.
+      pad_id, unk_id, cls_id, sep_id, mask_id: ids of the special tokens,
+        read from the vocab.
+    """
+
+    def __init__(self, vocab_file: str | os.PathLike, lower_case: bool = True,
+                 max_input_chars_per_word: int = MAX_INPUT_CHARS_PER_WORD, **kwargs: Any):
+        """Builds the tokenizer.
+
+        Args:
+          vocab_file: one token a line; must hold [PAD], [UNK], [CLS], [SEP]
+            and [MASK].
+          lower_case: strip accents and lower-case (uncased models).
+          max_input_chars_per_word: longer words become [UNK].
+          **kwargs: `keras.layers.Layer` arguments (name, ...).
+
+        Raises:
+          FileNotFoundError, ValueError: see `load_vocab`, `special_token_ids`.
+        """
+        super().__init__(**kwargs)
+        # Inputs are tf.string, which Keras must not convert to backend tensors.
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
+        self.vocab_file = os.fspath(vocab_file)
+        self.lower_case = lower_case
+        self.max_input_chars_per_word = max_input_chars_per_word
+        self.vocabulary = tuple(load_vocab(self.vocab_file))
+        ids = special_token_ids(self.vocabulary, self.vocab_file)
+        self.vocab_size = len(self.vocabulary)
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
+            ids[token] for token in SPECIAL_TOKENS)
+        line, number = tf.lookup.TextFileIndex.WHOLE_LINE, tf.lookup.TextFileIndex.LINE_NUMBER
+        self._token_to_id = _vocab_table(self.vocab_file, line, number, tf.string, tf.int64, -1)
+        self._id_to_token = _vocab_table(self.vocab_file, number, line, tf.int64, tf.string, "[UNK]")
+        self._wordpiece = tf_text.WordpieceTokenizer(
+            self._token_to_id,
+            max_bytes_per_word=_MAX_BYTES_PER_CHAR * max_input_chars_per_word,
+            token_out_type=tf.int64, unknown_token="[UNK]")
+        self.built = True
+
+    def call(self, inputs: tf.Tensor) -> tf.RaggedTensor | tf.Tensor:
+        """Tokenizes.
+
+        Args:
+          inputs: tf.string Tensor of shape [batch], or a scalar.
+
+        Returns:
+          int32 RaggedTensor of shape [batch, (tokens)]; for a scalar input an
+          int32 Tensor of shape [tokens].
+        """
+        inputs = tf.convert_to_tensor(inputs, dtype=tf.string)
+        if inputs.shape.rank not in (0, 1):
+            raise ValueError(f"BertTokenizer takes a scalar or a [batch] of strings, got shape {inputs.shape}")
+        batch = tf.reshape(inputs, [-1])
+        words = split_words(normalize_text(batch, self.lower_case))
+        # A word over the limit is replaced by the literal "[UNK]", which the
+        # WordPiece op finds whole in the vocab; no real word can be "[UNK]"
+        # because brackets are split off as punctuation.
+        too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > self.max_input_chars_per_word
+        words = words.with_flat_values(tf.where(too_long, "[UNK]", words.flat_values))
+        ids = tf.cast(self._wordpiece.tokenize(words).merge_dims(-2, -1), tf.int32)
+        return ids[0] if inputs.shape.rank == 0 else ids
+
+    def detokenize(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor:
+        """Joins word pieces back into text for display (lower-cased, accents gone).
+
+        Args:
+          ids: int Tensor or RaggedTensor of shape [batch, (tokens)]; trailing
+            [PAD] ids of a dense Tensor are dropped.
+
+        Returns:
+          tf.string Tensor of shape [batch]: tokens joined by spaces, "##"
+          continuations glued to the piece before.
+        """
+        if not isinstance(ids, tf.RaggedTensor):
+            ids = tf.RaggedTensor.from_tensor(ids, padding=tf.cast(self.pad_id, ids.dtype))
+        tokens = self._id_to_token.lookup(tf.cast(ids, tf.int64))
+        text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
+        return tf.strings.regex_replace(text, " ##", "")
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config.update(vocab_file=self.vocab_file, lower_case=self.lower_case,
+                      max_input_chars_per_word=self.max_input_chars_per_word)
+        return config
