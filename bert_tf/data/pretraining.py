@@ -1,0 +1,309 @@
+"""Pretraining instances, the google-research/bert `create_pretraining_data` recipe.
+
+Input: documents of sentences (plain text, one sentence a line, a blank line
+between documents). Each document yields sequences filled up to a target
+length from consecutive sentences (shorter targets with `short_seq_prob`),
+split at a random sentence boundary into segments A and B; B is the true
+continuation (next_sentence_label 0) or, half the time, a run of sentences
+from another document (label 1), the unused sentences being put back.
+
+Tokens carry a word-start flag so that whole-word masking knows word
+boundaries: from `##` word pieces for English, or from a Chinese word
+segmenter (jieba) or pre-segmented (space-separated) text, since every CJK
+character is a token of its own and `##` says nothing there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import random
+from typing import Iterator, Protocol, Sequence
+
+import tensorflow as tf
+
+WORD_BOUNDARIES = ("wordpiece", "jieba", "whitespace")
+
+
+class Tokenizer(Protocol):
+    """What the recipe needs from `bert_tf.data.tokenization.BertTokenizer`."""
+
+    vocabulary: Sequence[str]
+
+    def __call__(self, texts: tf.Tensor) -> tf.RaggedTensor: ...
+
+
+@dataclasses.dataclass
+class Sentence:
+    """Token ids of one sentence and, for each, whether it starts a word."""
+
+    ids: list[int]
+    word_starts: list[bool]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+Document = list[Sentence]
+
+
+@dataclasses.dataclass
+class Instance:
+    """One unmasked, unpacked sentence pair."""
+
+    tokens_a: list[int]
+    tokens_b: list[int]
+    word_starts_a: list[bool]
+    word_starts_b: list[bool]
+    is_random_next: bool
+
+
+@dataclasses.dataclass
+class CorpusStats:
+    """Counts from reading and filtering a corpus."""
+
+    documents: int = 0
+    sentences: int = 0
+    tokens: int = 0
+    dropped_short: int = 0
+    dropped_long: int = 0
+
+
+def expand_input_patterns(patterns: Sequence[str]) -> list[str]:
+    """Sorted file names matching each glob pattern.
+
+    Raises:
+      FileNotFoundError: a pattern matches no file; the message names it.
+    """
+    files = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(pattern))
+        if not matches:
+            raise FileNotFoundError(f"{pattern}: no such input file")
+        files.extend(matches)
+    return files
+
+
+def read_documents(files: Sequence[str]) -> list[list[str]]:
+    """Reads plain-text corpora: one sentence a line, a blank line between documents.
+
+    Returns:
+      The non-empty documents, each a list of stripped, non-empty lines.
+
+    Raises:
+      ValueError: a file is not UTF-8 (the message names it).
+    """
+    documents: list[list[str]] = []
+    for path in files:
+        current: list[str] = []
+        try:
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    line = line.strip()
+                    if line:
+                        current.append(line)
+                    elif current:
+                        documents.append(current)
+                        current = []
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        if current:
+            documents.append(current)
+    return documents
+
+
+def _segment_words(sentence: str, word_boundaries: str) -> list[str]:
+    if word_boundaries == "jieba":
+        import jieba  # Only needed for Chinese whole-word masking.
+
+        return [w for w in jieba.lcut(sentence) if w.strip()]
+    return sentence.split()
+
+
+def tokenize_documents(documents: Sequence[Sequence[str]], tokenizer: Tokenizer, *,
+                       word_boundaries: str = "wordpiece",
+                       batch_size: int = 1024) -> list[Document]:
+    """Tokenizes documents of sentences, marking where words start.
+
+    Args:
+      documents: lists of sentences.
+      tokenizer: maps tf.string [batch] to int RaggedTensor [batch, (tokens)];
+        its `vocabulary` tells continuation pieces (`##...`).
+      word_boundaries: "wordpiece" (a word is a piece and its `##` pieces),
+        "jieba" (words of the jieba segmenter) or "whitespace" (pre-segmented
+        text: words separated by spaces). For the last two each word is
+        tokenized on its own, so a word's pieces never straddle two words.
+      batch_size: strings per tokenizer call.
+
+    Returns:
+      The documents as token ids; sentences without tokens are dropped, and so
+      are documents left empty.
+    """
+    if word_boundaries not in WORD_BOUNDARIES:
+        raise ValueError(f"word_boundaries must be one of {WORD_BOUNDARIES}, got {word_boundaries!r}")
+    if word_boundaries == "wordpiece":
+        texts = [s for doc in documents for s in doc]
+        owner = list(range(len(texts)))
+    else:
+        texts, owner = [], []
+        for index, sentence in enumerate(s for doc in documents for s in doc):
+            words = _segment_words(sentence, word_boundaries)
+            texts.extend(words)
+            owner.extend([index] * len(words))
+    pieces: list[list[int]] = []
+    for start in range(0, len(texts), batch_size):
+        pieces.extend(tokenizer(tf.constant(texts[start:start + batch_size])).to_list())
+
+    is_continuation = [token.startswith("##") for token in tokenizer.vocabulary]
+    sentences = [Sentence([], []) for _ in range(sum(len(doc) for doc in documents))]
+    for index, ids in zip(owner, pieces):
+        sentence = sentences[index]
+        if word_boundaries == "wordpiece":
+            sentence.word_starts.extend(not is_continuation[i] for i in ids)
+        else:
+            sentence.word_starts.extend(i == 0 for i in range(len(ids)))
+        sentence.ids.extend(ids)
+
+    result: list[Document] = []
+    position = 0
+    for doc in documents:
+        tokenized = [s for s in sentences[position:position + len(doc)] if s.ids]
+        position += len(doc)
+        if tokenized:
+            result.append(tokenized)
+    return result
+
+
+def filter_documents(documents: Sequence[Document], *, min_tokens: int = 0,
+                     max_tokens: int = 0) -> tuple[list[Document], CorpusStats]:
+    """Drops documents with fewer than `min_tokens` or more than `max_tokens` tokens.
+
+    A limit of 0 is no limit. Returns the kept documents and the counts.
+    """
+    stats = CorpusStats()
+    kept = []
+    for doc in documents:
+        n = sum(len(s) for s in doc)
+        if min_tokens and n < min_tokens:
+            stats.dropped_short += 1
+        elif max_tokens and n > max_tokens:
+            stats.dropped_long += 1
+        else:
+            kept.append(doc)
+            stats.documents += 1
+            stats.sentences += len(doc)
+            stats.tokens += n
+    return kept, stats
+
+
+def create_instances(documents: Sequence[Document], *, max_seq_length: int, short_seq_prob: float,
+                     dupe_factor: int, rng: random.Random) -> list[Instance]:
+    """All instances of `dupe_factor` passes over the documents, shuffled.
+
+    Args:
+      documents: tokenized documents.
+      max_seq_length: packed length; A and B together get 3 tokens fewer
+        ([CLS], [SEP], [SEP]).
+      short_seq_prob: probability of a random target length in
+        [2, max_seq_length - 3] instead of the full length, so that the model
+        also sees short sequences.
+      dupe_factor: passes over the corpus, each with different choices.
+      rng: the one random source, for reproducible output.
+    """
+    instances = []
+    for _ in range(dupe_factor):
+        for index in range(len(documents)):
+            instances.extend(instances_from_document(
+                documents, index, max_seq_length=max_seq_length,
+                short_seq_prob=short_seq_prob, rng=rng))
+    rng.shuffle(instances)
+    return instances
+
+
+def instances_from_document(documents: Sequence[Document], index: int, *, max_seq_length: int,
+                            short_seq_prob: float, rng: random.Random) -> Iterator[Instance]:
+    """Yields the instances of `documents[index]`, as the original recipe does.
+
+    One change: the original makes B random whenever the chunk holds a single
+    sentence, which over-represents random pairs (53-56% measured here), most
+    of all in documents drawn a short target length, where every chunk is one
+    sentence. Here the coin is tossed first, and a one-sentence chunk that
+    draws a true next is paired with the document's next sentence (at the
+    end of the document, its previous one); only a one-sentence document
+    still forces a random B.
+    """
+    document = documents[index]
+    max_num_tokens = max_seq_length - 3
+    target_length = max_num_tokens
+    if rng.random() < short_seq_prob:
+        target_length = rng.randint(2, max_num_tokens)
+
+    chunk: list[Sentence] = []
+    chunk_length = 0
+    i = 0
+    while i < len(document):
+        chunk.append(document[i])
+        chunk_length += len(document[i])
+        if i == len(document) - 1 or chunk_length >= target_length:
+            is_random_next = rng.random() < 0.5
+            if not is_random_next and len(chunk) == 1:
+                if i + 1 < len(document):
+                    i += 1
+                    chunk.append(document[i])
+                elif i > 0:
+                    chunk.insert(0, document[i - 1])
+                else:
+                    is_random_next = True
+            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+            a = _concat(chunk[:a_end])
+            if is_random_next:
+                b = _random_continuation(documents, index, target_length - len(a.ids), rng)
+                # The sentences of the chunk not used as B go back for later.
+                i -= len(chunk) - a_end
+            else:
+                b = _concat(chunk[a_end:])
+            _truncate_pair(a, b, max_num_tokens, rng)
+            yield Instance(a.ids, b.ids, a.word_starts, b.word_starts, is_random_next)
+            chunk = []
+            chunk_length = 0
+        i += 1
+
+
+def _concat(sentences: Sequence[Sentence]) -> Sentence:
+    out = Sentence([], [])
+    for s in sentences:
+        out.ids.extend(s.ids)
+        out.word_starts.extend(s.word_starts)
+    return out
+
+
+def _random_continuation(documents: Sequence[Document], index: int, target_length: int,
+                         rng: random.Random) -> Sentence:
+    """Sentences from a random start in another document, up to target_length tokens."""
+    # Ten tries at another document; a one-document corpus falls back to itself.
+    for _ in range(10):
+        other = rng.randint(0, len(documents) - 1)
+        if other != index:
+            break
+    document = documents[other]
+    out = Sentence([], [])
+    for sentence in document[rng.randint(0, len(document) - 1):]:
+        out.ids.extend(sentence.ids)
+        out.word_starts.extend(sentence.word_starts)
+        if len(out.ids) >= target_length:
+            break
+    return out
+
+
+def _truncate_pair(a: Sentence, b: Sentence, max_num_tokens: int, rng: random.Random) -> None:
+    """Shortens the longer segment one token at a time, from the front or the back at random.
+
+    The lengths left are those of round-robin trimming; taking from either
+    end, as the original does, avoids always cutting the ends of documents.
+    """
+    while len(a.ids) + len(b.ids) > max_num_tokens:
+        longer = a if len(a.ids) > len(b.ids) else b
+        at = 0 if rng.random() < 0.5 else -1
+        del longer.ids[at]
+        del longer.word_starts[at]

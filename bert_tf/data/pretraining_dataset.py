@@ -1,0 +1,220 @@
+"""tf.data pipelines that feed `BertPretrainer`.
+
+Three sources, one output: batches keyed by the model's input names,
+`input_word_ids`, `input_mask`, `input_type_ids` (int32 [B, S]),
+`masked_lm_positions`, `masked_lm_ids` (int32 [B, P]), `masked_lm_weights`
+(float32 [B, P]) and `next_sentence_labels` (int32 [B]).
+
+- static: masked TFRecords from `create_pretraining_data.py` (or from
+  google-research/bert's tool), read as they are;
+- dynamic from records: unmasked packed pairs, masked anew for every batch;
+- dynamic from text: tokenized documents, pairs and masks drawn anew each epoch.
+
+Dynamic masking draws one stateless seed per batch from
+`tf.data.Dataset.random`, so with a seed the batches are reproducible however
+many parallel calls the maps run, and differ from epoch to epoch.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Protocol, Sequence
+
+import tensorflow as tf
+
+from bert_tf.data import pretraining, pretraining_records
+from bert_tf.data.masking import MaskedLmMasker
+from bert_tf.data.packing import pack_segments
+
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+class SpecialTokenIds(Protocol):
+    """Ids that packing needs; `BertTokenizer` has them."""
+
+    cls_id: int
+    sep_id: int
+    pad_id: int
+
+
+def pack_pairs(tokens_a: tf.RaggedTensor, tokens_b: tf.RaggedTensor,
+               word_starts_a: tf.RaggedTensor, word_starts_b: tf.RaggedTensor, *,
+               max_seq_length: int, special: SpecialTokenIds) -> dict[str, tf.Tensor]:
+    """Packs sentence pairs and their word-start flags alike.
+
+    Args:
+      tokens_a, tokens_b: int RaggedTensors [B, (tokens)].
+      word_starts_a, word_starts_b: bool RaggedTensors [B, (tokens)].
+      max_seq_length: S.
+      special: the [CLS], [SEP] and [PAD] ids.
+
+    Returns:
+      `pack_segments`'s int32 [B, S] dict plus `word_starts`, bool [B, S]
+      (true on [CLS] and [SEP], which are words of their own, false on padding).
+    """
+    packed = pack_segments([tokens_a, tokens_b], max_seq_length=max_seq_length,
+                           cls_id=special.cls_id, sep_id=special.sep_id, pad_id=special.pad_id)
+    starts = pack_segments([tf.cast(word_starts_a, tf.int32), tf.cast(word_starts_b, tf.int32)],
+                           max_seq_length=max_seq_length, cls_id=1, sep_id=1, pad_id=0)
+    packed["word_starts"] = tf.cast(starts["input_word_ids"], tf.bool)
+    return packed
+
+
+def mask_batch(batch: dict[str, tf.Tensor], seed: tf.Tensor, masker: MaskedLmMasker,
+               whole_word_mask: bool) -> dict[str, tf.Tensor]:
+    """Masks a packed batch; returns the model's input dict (no `word_starts`).
+
+    Args:
+      batch: `input_word_ids`, `input_mask`, `input_type_ids`, `word_starts`
+        ([B, S]) and `next_sentence_labels` ([B]).
+      seed: int64 Tensor of shape [2].
+      masker: the masking recipe.
+      whole_word_mask: mask whole words (by `word_starts`) or single tokens.
+    """
+    masked = masker(batch["input_word_ids"], seed,
+                    batch["word_starts"] if whole_word_mask else None)
+    return {
+        "input_word_ids": masked["input_word_ids"],
+        "input_mask": batch["input_mask"],
+        "input_type_ids": batch["input_type_ids"],
+        "masked_lm_positions": masked["masked_lm_positions"],
+        "masked_lm_ids": masked["masked_lm_ids"],
+        "masked_lm_weights": masked["masked_lm_weights"],
+        "next_sentence_labels": batch["next_sentence_labels"],
+    }
+
+
+def _batch_seeds(seed: int | None) -> tf.data.Dataset:
+    """An endless stream of int64 [2] stateless seeds, new ones each epoch."""
+    return tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
+
+
+def _per_replica_batch_size(batch_size: int, input_context: tf.distribute.InputContext | None) -> int:
+    if input_context is None:
+        return batch_size
+    return input_context.get_per_replica_batch_size(batch_size)
+
+
+def pretraining_dataset(file_patterns: Sequence[str], *, batch_size: int, max_seq_length: int,
+                        max_predictions_per_seq: int, is_training: bool = True,
+                        masker: MaskedLmMasker | None = None, whole_word_mask: bool = False,
+                        seed: int | None = None,
+                        input_context: tf.distribute.InputContext | None = None,
+                        shuffle_buffer_size: int = 10000) -> tf.data.Dataset:
+    """Batches of model inputs from pretraining TFRecords.
+
+    Args:
+      file_patterns: globs of TFRecord files.
+      batch_size: global batch size; each input pipeline gets its replica's share.
+      max_seq_length: S of the records.
+      max_predictions_per_seq: P of the records, or of the dynamic masking.
+      is_training: shuffle, repeat forever and drop the last partial batch.
+      masker: None reads masked (static) records; a masker reads unmasked
+        records and masks every batch anew.
+      whole_word_mask: with a masker, mask whole words by the records' `word_starts`.
+      seed: fixes file order, shuffling and masking; None draws fresh ones.
+      input_context: from `tf.distribute.Strategy.distribute_datasets_from_function`;
+        each input pipeline reads its own files (its own records when there
+        are fewer files than pipelines).
+      shuffle_buffer_size: records in the shuffle buffer.
+
+    Returns:
+      A dataset of model input dicts of fixed shape.
+
+    Raises:
+      FileNotFoundError: a pattern matches no file.
+    """
+    files = pretraining.expand_input_patterns(file_patterns)
+    ds = tf.data.Dataset.from_tensor_slices(files)
+    pipelines = input_context.num_input_pipelines if input_context else 1
+    pipeline_id = input_context.input_pipeline_id if input_context else 0
+    shard_files = len(files) >= pipelines
+    if shard_files:
+        ds = ds.shard(pipelines, pipeline_id)
+    if is_training:
+        ds = ds.shuffle(len(files), seed=seed)
+    ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 8),
+                       num_parallel_calls=AUTOTUNE, deterministic=True)
+    if not shard_files:
+        ds = ds.shard(pipelines, pipeline_id)
+    if is_training:
+        ds = ds.shuffle(shuffle_buffer_size, seed=seed).repeat()
+    ds = ds.batch(_per_replica_batch_size(batch_size, input_context), drop_remainder=is_training)
+
+    if masker is None:
+        spec = pretraining_records.masked_feature_spec(max_seq_length, max_predictions_per_seq)
+        ds = ds.map(lambda records: pretraining_records.parse_batch(records, spec),
+                    num_parallel_calls=AUTOTUNE)
+    else:
+        if masker.max_predictions_per_seq != max_predictions_per_seq:
+            raise ValueError(f"masker.max_predictions_per_seq={masker.max_predictions_per_seq} "
+                             f"differs from max_predictions_per_seq={max_predictions_per_seq}")
+        spec = pretraining_records.unmasked_feature_spec(max_seq_length)
+        ds = tf.data.Dataset.zip(ds, _batch_seeds(seed)).map(
+            lambda records, batch_seed: mask_batch(
+                pretraining_records.parse_batch(records, spec), batch_seed, masker, whole_word_mask),
+            num_parallel_calls=AUTOTUNE)
+    return ds.prefetch(AUTOTUNE)
+
+
+def text_pretraining_dataset(documents: Sequence[pretraining.Document], *, batch_size: int,
+                             max_seq_length: int, special: SpecialTokenIds,
+                             masker: MaskedLmMasker, whole_word_mask: bool = False,
+                             short_seq_prob: float = 0.1, is_training: bool = True,
+                             seed: int | None = None,
+                             input_context: tf.distribute.InputContext | None = None,
+                             ) -> tf.data.Dataset:
+    """Batches of model inputs drawn from tokenized documents, anew each epoch.
+
+    Each pass over the dataset runs the pair recipe (`pretraining.create_instances`
+    with a dupe factor of 1) with a new random state, then packs and masks in
+    the graph.
+
+    Args:
+      documents: tokenized documents (`pretraining.tokenize_documents`).
+      batch_size: global batch size.
+      max_seq_length: S.
+      special: the [CLS], [SEP] and [PAD] ids.
+      masker: the masking recipe.
+      whole_word_mask: mask whole words or single tokens.
+      short_seq_prob: probability of a shorter target length.
+      is_training: repeat forever and drop the last partial batch.
+      seed: fixes pairs and masks; None draws fresh ones.
+      input_context: each input pipeline takes every n-th document.
+
+    Returns:
+      A dataset of model input dicts of fixed shape.
+    """
+    if input_context is not None:
+        documents = documents[input_context.input_pipeline_id::input_context.num_input_pipelines]
+    if not documents:
+        raise ValueError("text_pretraining_dataset: no documents")
+    epochs = iter(range(1 << 62))
+
+    def instances():
+        epoch = next(epochs)
+        rng = random.Random(None if seed is None else f"{seed}/{epoch}")
+        for instance in pretraining.create_instances(
+                documents, max_seq_length=max_seq_length, short_seq_prob=short_seq_prob,
+                dupe_factor=1, rng=rng):
+            yield (instance.tokens_a, instance.tokens_b, instance.word_starts_a,
+                   instance.word_starts_b, int(instance.is_random_next))
+
+    ds = tf.data.Dataset.from_generator(instances, output_signature=(
+        tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int32),
+        tf.TensorSpec([None], tf.bool), tf.TensorSpec([None], tf.bool),
+        tf.TensorSpec([], tf.int32)))
+    if is_training:
+        ds = ds.repeat()
+    ds = ds.ragged_batch(_per_replica_batch_size(batch_size, input_context),
+                         drop_remainder=is_training)
+
+    def pack_and_mask(pairs, batch_seed):
+        tokens_a, tokens_b, starts_a, starts_b, labels = pairs
+        batch = pack_pairs(tokens_a, tokens_b, starts_a, starts_b,
+                           max_seq_length=max_seq_length, special=special)
+        batch["next_sentence_labels"] = labels
+        return mask_batch(batch, batch_seed, masker, whole_word_mask)
+
+    ds = tf.data.Dataset.zip(ds, _batch_seeds(seed)).map(pack_and_mask, num_parallel_calls=AUTOTUNE)
+    return ds.prefetch(AUTOTUNE)

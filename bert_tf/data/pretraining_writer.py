@@ -1,0 +1,185 @@
+"""Static pretraining data: text corpora to TFRecords (`create_pretraining_data.py`).
+
+Reads and tokenizes the corpus, builds `dupe_factor` passes of instances with
+the original recipe, packs and (unless masking is left to the input pipeline)
+masks them, and writes tf.train.Example records with the original feature
+names. One `random.Random` drives every choice, so a seed gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import random
+from typing import Sequence
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.data import pretraining, pretraining_dataset, pretraining_records
+from bert_tf.data.masking import MaskedLmMasker
+
+_WRITE_BATCH = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingDataOptions:
+    """What `create_pretraining_data.py` does; the fields are its flags.
+
+    `max_position_embeddings` is the model's (from `--bert_config_file`), or
+    None when no model config is given.
+    """
+
+    input_files: Sequence[str]
+    output_file: str
+    vocab_file: str
+    do_lower_case: bool = True
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    dupe_factor: int = 10
+    random_seed: int = 12345
+    short_seq_prob: float = 0.1
+    do_whole_word_mask: bool = False
+    word_boundaries: str = "wordpiece"
+    static_masking: bool = True
+    num_shards: int = 1
+    shard_index: int = 0
+    min_tokens: int = 0
+    max_tokens: int = 0
+    max_position_embeddings: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.input_files:
+            raise ValueError("--input_file: no input given")
+        if self.max_seq_length < 5:
+            raise ValueError(f"--max_seq_length={self.max_seq_length}: must be at least 5")
+        if self.max_position_embeddings is not None and self.max_seq_length > self.max_position_embeddings:
+            raise ValueError(
+                f"--max_seq_length={self.max_seq_length} exceeds the model's "
+                f"max_position_embeddings={self.max_position_embeddings} (--bert_config_file)")
+        if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
+            raise ValueError(
+                f"--max_predictions_per_seq={self.max_predictions_per_seq} must be in "
+                f"[1, --max_seq_length={self.max_seq_length}]")
+        if not 0.0 < self.masked_lm_prob < 1.0:
+            raise ValueError(f"--masked_lm_prob={self.masked_lm_prob}: must be in (0, 1)")
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            raise ValueError(f"--short_seq_prob={self.short_seq_prob}: must be in [0, 1]")
+        if self.dupe_factor < 1:
+            raise ValueError(f"--dupe_factor={self.dupe_factor}: must be positive")
+        if self.word_boundaries not in pretraining.WORD_BOUNDARIES:
+            raise ValueError(f"--word_boundaries={self.word_boundaries}: must be one of "
+                             f"{', '.join(pretraining.WORD_BOUNDARIES)}")
+        if not 0 <= self.shard_index < self.num_shards:
+            raise ValueError(f"--shard_index={self.shard_index} must be in [0, --num_shards={self.num_shards})")
+        if self.min_tokens < 0 or self.max_tokens < 0:
+            raise ValueError("--min_tokens and --max_tokens must not be negative")
+        if self.max_tokens and self.min_tokens > self.max_tokens:
+            raise ValueError(f"--min_tokens={self.min_tokens} exceeds --max_tokens={self.max_tokens}")
+
+    @property
+    def shard_output_file(self) -> str:
+        """`output_file`, suffixed `-KKKKK-of-NNNNN` when the corpus is sharded."""
+        if self.num_shards == 1:
+            return self.output_file
+        return f"{self.output_file}-{self.shard_index:05d}-of-{self.num_shards:05d}"
+
+
+@dataclasses.dataclass
+class PretrainingDataStats:
+    """What `create_pretraining_data` read and wrote."""
+
+    corpus: pretraining.CorpusStats
+    examples: int
+    random_next: int
+    output_file: str
+
+
+def create_pretraining_data(options: PretrainingDataOptions,
+                            tokenizer: pretraining.Tokenizer | None = None) -> PretrainingDataStats:
+    """Writes the TFRecords of one shard of the corpus.
+
+    Shard K of N takes every N-th document starting at the K-th (NSP negatives
+    come from the same shard) and writes `options.shard_output_file`.
+
+    Args:
+      options: see `PretrainingDataOptions`.
+      tokenizer: defaults to `BertTokenizer(options.vocab_file, options.do_lower_case)`.
+
+    Returns:
+      Counts and the file written.
+
+    Raises:
+      FileNotFoundError: a missing input or vocab file (named in the message).
+      ValueError: an empty corpus or a bad vocab (named in the message).
+    """
+    files = pretraining.expand_input_patterns(options.input_files)
+    if tokenizer is None:
+        from bert_tf.data.tokenization import BertTokenizer
+
+        tokenizer = BertTokenizer(options.vocab_file, lower_case=options.do_lower_case)
+    texts = pretraining.read_documents(files)[options.shard_index::options.num_shards]
+    documents = pretraining.tokenize_documents(texts, tokenizer,
+                                               word_boundaries=options.word_boundaries)
+    documents, corpus = pretraining.filter_documents(
+        documents, min_tokens=options.min_tokens, max_tokens=options.max_tokens)
+    logging.info("documents: %d kept, %d shorter than --min_tokens, %d longer than --max_tokens",
+                 corpus.documents, corpus.dropped_short, corpus.dropped_long)
+    if not documents:
+        raise ValueError(f"{', '.join(files)}: no documents with tokens"
+                         + (f" in shard {options.shard_index} of {options.num_shards}"
+                            if options.num_shards > 1 else "")
+                         + (" after --min_tokens/--max_tokens" if corpus.dropped_short
+                            or corpus.dropped_long else ""))
+
+    rng = random.Random(f"{options.random_seed}/{options.shard_index}")
+    instances = pretraining.create_instances(
+        documents, max_seq_length=options.max_seq_length, short_seq_prob=options.short_seq_prob,
+        dupe_factor=options.dupe_factor, rng=rng)
+    masker = MaskedLmMasker(
+        vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_id,
+        unmaskable_ids=(tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id),
+        max_predictions_per_seq=options.max_predictions_per_seq,
+        masked_lm_prob=options.masked_lm_prob)
+
+    output = options.shard_output_file
+    tmp = f"{output}.tmp-{os.getpid()}"
+    try:
+        with tf.io.TFRecordWriter(tmp) as writer:
+            for start in range(0, len(instances), _WRITE_BATCH):
+                batch = _pack_instances(instances[start:start + _WRITE_BATCH], options, tokenizer)
+                if options.static_masking:
+                    seed = tf.constant([rng.getrandbits(63), rng.getrandbits(63)], tf.int64)
+                    batch = pretraining_dataset.mask_batch(batch, seed, masker,
+                                                           options.do_whole_word_mask)
+                for record in pretraining_records.serialize_batch(
+                        {name: value.numpy() for name, value in batch.items()}):
+                    writer.write(record)
+        os.replace(tmp, output)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    random_next = sum(i.is_random_next for i in instances)
+    logging.info("wrote %d examples (%d with a random next segment) to %s",
+                 len(instances), random_next, output)
+    return PretrainingDataStats(corpus, len(instances), random_next, output)
+
+
+def _pack_instances(instances: Sequence[pretraining.Instance], options: PretrainingDataOptions,
+                    special: pretraining_dataset.SpecialTokenIds) -> dict[str, tf.Tensor]:
+    """Packed, unmasked batch of instances (with `word_starts`)."""
+    def ragged(rows: list[list], dtype: np.dtype) -> tf.RaggedTensor:
+        values = np.fromiter(itertools.chain.from_iterable(rows), dtype=dtype)
+        return tf.RaggedTensor.from_row_lengths(values, [len(row) for row in rows])
+
+    batch = pretraining_dataset.pack_pairs(
+        ragged([i.tokens_a for i in instances], np.int32),
+        ragged([i.tokens_b for i in instances], np.int32),
+        ragged([i.word_starts_a for i in instances], np.bool_),
+        ragged([i.word_starts_b for i in instances], np.bool_),
+        max_seq_length=options.max_seq_length, special=special)
+    batch["next_sentence_labels"] = tf.constant([int(i.is_random_next) for i in instances], tf.int32)
+    return batch
