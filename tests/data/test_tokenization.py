@@ -2,7 +2,9 @@
 
 import importlib.util
 import os
+import random
 import shutil
+import unicodedata
 
 import pytest
 import tensorflow as tf
@@ -55,6 +57,67 @@ def _write_vocab(path, tokens) -> str:
     return str(path)
 
 
+def _is_cjk(char: str) -> bool:
+    return any(low <= ord(char) <= high for low, high in [
+        (0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
+        (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F)])
+
+
+def _is_punctuation(char: str) -> bool:
+    code = ord(char)
+    return (33 <= code <= 47 or 58 <= code <= 64 or 91 <= code <= 96 or 123 <= code <= 126
+            or unicodedata.category(char).startswith("P"))
+
+
+def _original_wordpiece(word: str, vocab: dict[str, int]) -> list[int]:
+    if len(word) > 100:
+        return [vocab["[UNK]"]]
+    pieces, start = [], 0
+    while start < len(word):
+        for end in range(len(word), start, -1):
+            piece = ("##" if start else "") + word[start:end]
+            if piece in vocab:
+                pieces.append(vocab[piece])
+                start = end
+                break
+        else:
+            return [vocab["[UNK]"]]
+    return pieces
+
+
+def _original_tokenize(text: str, vocab: dict[str, int], lower_case: bool) -> list[int]:
+    """google-research/bert's BasicTokenizer + WordpieceTokenizer, restated in plain Python."""
+    kept = (c for c in text if c not in "\x00\ufffd"
+            and (c in "\t\n\r" or unicodedata.category(c) not in ("Cc", "Cf")))
+    text = "".join(" " if c in "\t\n\r" or unicodedata.category(c) == "Zs" else c for c in kept)
+    text = "".join(f" {c} " if _is_cjk(c) else c for c in text)
+    words = []
+    for token in text.split():
+        if lower_case:
+            token = "".join(c for c in unicodedata.normalize("NFD", token.lower())
+                            if unicodedata.category(c) != "Mn")
+        current = ""
+        for char in token:
+            if _is_punctuation(char):
+                words += [current, char]
+                current = ""
+            else:
+                current += char
+        words.append(current)
+    return [i for word in words if word for i in _original_wordpiece(word, vocab)]
+
+
+def _random_text(rng: random.Random) -> str:
+    """Up to 30 assigned characters from all planes, no private use, no Σ."""
+    ranges = [(32, 126), (0x80, 0x2FFF), (0x3000, 0x9FFF), (0xA000, 0xFFFF), (0x10000, 0x2FFFF)]
+    chars = []
+    while len(chars) < rng.randint(0, 30):
+        char = chr(rng.randint(*rng.choice(ranges)))
+        if unicodedata.category(char) not in ("Co", "Cn", "Cs") and char != "Σ":
+            chars.append(char)
+    return "".join(chars)
+
+
 @pytest.fixture(scope="module")
 def chinese_vocab(tmp_path_factory) -> str:
     lines = corpora.read_product_reviews().texts
@@ -88,6 +151,22 @@ def test_cased_lines_match_hugging_face(chinese_vocab):
     lines = corpora.read_tweets().texts[:3000] + corpora.read_product_reviews().texts[:1000]
     assert _count_mismatches(_minilm_vocab(), lines, lower_case=False) == 0
     assert _count_mismatches(chinese_vocab, lines, lower_case=False) == 0
+
+
+@pytest.mark.parametrize("lower_case", [True, False])
+def test_random_unicode_matches_the_original_algorithm(lower_case):
+    """Where the original and Hugging Face part ways (private-use and unassigned
+    characters, which Hugging Face deletes; final sigma), the tokenizer follows
+    Hugging Face, so those are left out of the random text."""
+    rng = random.Random(1234)
+    lines = [_random_text(rng) for _ in range(5000)]
+    vocab_file = _minilm_vocab()
+    vocab = {token: i for i, token in enumerate(load_vocab(vocab_file))}
+    ours = _tokenize(BertTokenizer(vocab_file, lower_case=lower_case), lines)
+    mismatches = [line for line, ids in zip(lines, ours)
+                  if ids != _original_tokenize(line, vocab, lower_case)]
+    print(f"{len(mismatches)} of {len(lines)} random lines differ from the original; first: {mismatches[:3]!r}")
+    assert len(mismatches) == 0
 
 
 def test_special_token_text_is_split_unlike_hugging_face():
