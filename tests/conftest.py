@@ -10,8 +10,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from bert_tf.configs import BertConfig
+from bert_tf.training.distribute import split_cpu
+
+# Two logical CPU devices, so MirroredStrategy runs with 2 replicas in tests;
+# this must happen before TensorFlow initialises its runtime.
+split_cpu(2)
 
 
 @pytest.fixture

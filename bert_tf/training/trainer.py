@@ -1,0 +1,392 @@
+"""The pretraining loop: distributed steps, gradient accumulation, checkpoints, summaries."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from typing import Callable, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import checkpoints
+from bert_tf.configs import BertConfig
+from bert_tf.modeling.pretrainer import BertPretrainer
+from bert_tf.training import metrics as metrics_lib
+from bert_tf.training.optimization import OptimizerConfig, create_optimizer
+
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+MODEL_INPUTS = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions")
+
+# dataset_fn(per_worker_batch_size, input_context) -> tf.data.Dataset of fixed-shape
+# batches with the model's feature names.
+DatasetFn = Callable[[int, tf.distribute.InputContext], tf.data.Dataset]
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingConfig:
+    """How to run pretraining (the model and optimizer have their own configs).
+
+    `train_batch_size` is the global batch of one optimizer step: per-replica
+    micro-batch x replicas x `gradient_accumulation_steps`. The run stops at
+    `stop_step` (default: the optimizer's num_train_steps); two-phase
+    pretraining stops phase 1 early and phase 2 resumes from its checkpoint.
+    """
+
+    output_dir: str
+    train_batch_size: int = 32
+    eval_batch_size: int = 32
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    gradient_accumulation_steps: int = 1
+    stop_step: int | None = None
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 5
+    log_steps: int = 100
+    eval_every_steps: int = 1000
+    eval_batches: int = 20
+    init_checkpoint: str | None = None
+    mixed_precision: str = "float32"
+    jit_compile: bool = False
+    peak_flops: float | None = None
+    data_fingerprint: str = ""
+
+    def __post_init__(self) -> None:
+        if self.mixed_precision not in PRECISIONS:
+            raise ValueError(f"mixed_precision must be one of {', '.join(PRECISIONS)}")
+
+
+def _worker_info(strategy: tf.distribute.Strategy) -> tuple[int, int]:
+    """(number of workers, this worker's index)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return 1, 0
+    return resolver.cluster_spec().num_tasks("worker"), resolver.task_id or 0
+
+
+class _Step:
+    """Builds the compiled train and eval steps of one model/optimizer pair."""
+
+    def __init__(self, model: BertPretrainer, optimizer, strategy, config: PretrainingConfig,
+                 num_workers: int, clip_norm: float | None):
+        self.model = model
+        self.optimizer = optimizer
+        self.strategy = strategy
+        self.config = config
+        self.replicas = strategy.num_replicas_in_sync
+        self.local_replicas = self.replicas // num_workers
+        self.accum = config.gradient_accumulation_steps
+        self.micro_batch = config.train_batch_size // (self.replicas * self.accum)
+        self.clip_norm = clip_norm
+        self.loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        self._forward_backward = tf.function(self._micro_step, jit_compile=config.jit_compile)
+        self.train = tf.function(self._train)
+        self.evaluate = tf.function(self._eval)
+
+    def _local_slice(self, batch: dict, size: int) -> dict:
+        """This replica's rows of a per-worker batch."""
+        ctx = tf.distribute.get_replica_context()
+        index = ctx.replica_id_in_sync_group % self.local_replicas
+        return {k: v[index * size:(index + 1) * size] for k, v in batch.items()}
+
+    def _micro_step(self, features: dict, weight_total, example_total):
+        """Gradients of one micro-batch's share of the global loss, and its sums."""
+        with tf.GradientTape() as tape:
+            outputs = self.model({k: features[k] for k in MODEL_INPUTS}, training=True)
+            sums = _loss_sums(features, outputs)
+            # Normalised by the totals over all replicas and micro-batches, so the
+            # summed gradient equals that of one big batch.
+            loss = (tf.math.divide_no_nan(sums["mlm_loss"], weight_total)
+                    + sums["nsp_loss"] / example_total)
+            scaled = self.optimizer.scale_loss(loss)
+        grads = tape.gradient(scaled, self.model.trainable_variables)
+        return [tf.convert_to_tensor(g) for g in grads], sums
+
+    def _replica_train(self, batch: dict):
+        ctx = tf.distribute.get_replica_context()
+        local = self._local_slice(batch, self.micro_batch * self.accum)
+        weight_total = ctx.all_reduce("sum", tf.reduce_sum(local["masked_lm_weights"]))
+        example_total = float(self.micro_batch * self.accum * self.replicas)
+        if self.accum == 1:
+            grads, sums = self._forward_backward(local, weight_total, example_total)
+        else:
+            micro = {k: tf.reshape(v, [self.accum, self.micro_batch] + v.shape[1:].as_list())
+                     for k, v in local.items()}
+            grads = [tf.zeros_like(v) for v in self.model.trainable_variables]
+            sums = {k: tf.constant(0.0) for k in _SUM_KEYS}
+            for i in tf.range(self.accum):
+                g, s = self._forward_backward({k: v[i] for k, v in micro.items()},
+                                              weight_total, example_total)
+                grads = [a + b for a, b in zip(grads, g)]
+                sums = {k: sums[k] + s[k] for k in _SUM_KEYS}
+        grads = ctx.all_reduce("sum", grads)
+        sums = ctx.all_reduce("sum", sums)
+        scale = tf.cast(self.optimizer.dynamic_scale, tf.float32) if self.loss_scaled else 1.0
+        grad_norm = tf.linalg.global_norm(grads) / scale
+        if self.clip_norm:
+            grads, _ = tf.clip_by_global_norm(grads, self.clip_norm * scale,
+                                              use_norm=grad_norm * scale)
+        self.optimizer.apply(grads, self.model.trainable_variables)
+        sums["grad_norm"] = grad_norm
+        sums["nonfinite"] = tf.cast(tf.logical_not(tf.math.is_finite(grad_norm)), tf.float32)
+        return sums
+
+    def _train(self, iterator):
+        batch = next(iterator)
+        sums = self.strategy.run(self._replica_train, args=(batch,))
+        return self.strategy.experimental_local_results(sums)[0]
+
+    def _replica_eval(self, batch: dict):
+        ctx = tf.distribute.get_replica_context()
+        local = self._local_slice(batch, self.config.eval_batch_size // self.replicas)
+        outputs = self.model({k: local[k] for k in MODEL_INPUTS}, training=False)
+        return ctx.all_reduce("sum", _loss_sums(local, outputs))
+
+    def _eval(self, batch):
+        sums = self.strategy.run(self._replica_eval, args=(batch,))
+        return self.strategy.experimental_local_results(sums)[0]
+
+
+_SUM_KEYS = ("mlm_loss", "mlm_correct", "mlm_weight", "nsp_loss", "nsp_correct", "examples")
+
+
+def _loss_sums(features: dict, outputs: dict) -> dict[str, tf.Tensor]:
+    """Un-normalised float32 sums of one batch: losses, correct predictions, counts."""
+    weights = tf.cast(features["masked_lm_weights"], tf.float32)
+    labels = tf.cast(features["masked_lm_ids"], tf.int32)
+    logits = tf.cast(outputs["mlm_logits"], tf.float32)
+    mlm = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    mlm_hit = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)
+    nsp_labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
+    nsp_logits = tf.cast(outputs["nsp_logits"], tf.float32)
+    nsp = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=nsp_labels, logits=nsp_logits)
+    nsp_hit = tf.cast(tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32), nsp_labels),
+                      tf.float32)
+    return {"mlm_loss": tf.reduce_sum(mlm * weights), "mlm_correct": tf.reduce_sum(mlm_hit * weights),
+            "mlm_weight": tf.reduce_sum(weights), "nsp_loss": tf.reduce_sum(nsp),
+            "nsp_correct": tf.reduce_sum(nsp_hit), "examples": tf.cast(tf.size(nsp), tf.float32)}
+
+
+def summarize(sums: dict[str, float]) -> dict[str, float]:
+    """Sums over steps -> the logged metrics."""
+    mlm_weight = max(sums["mlm_weight"], 1e-9)
+    examples = max(sums["examples"], 1e-9)
+    out = {"mlm_loss": sums["mlm_loss"] / mlm_weight, "mlm_accuracy": sums["mlm_correct"] / mlm_weight,
+           "nsp_loss": sums["nsp_loss"] / examples, "nsp_accuracy": sums["nsp_correct"] / examples}
+    out["loss"] = out["mlm_loss"] + out["nsp_loss"]
+    return out
+
+
+class _Summaries:
+    """TensorBoard writers for train and eval (the chief writes; other workers do not)."""
+
+    def __init__(self, output_dir: str, enabled: bool):
+        self.enabled = enabled
+        if enabled:
+            self.train = tf.summary.create_file_writer(os.path.join(output_dir, "train"))
+            self.eval = tf.summary.create_file_writer(os.path.join(output_dir, "eval"))
+
+    def scalars(self, writer_name: str, values: dict[str, float], step: int) -> None:
+        if not self.enabled:
+            return
+        writer = getattr(self, writer_name)
+        with writer.as_default(step=step):
+            for name, value in values.items():
+                tf.summary.scalar(name, value)
+        writer.flush()
+
+    def text(self, name: str, value: str, step: int) -> None:
+        if self.enabled:
+            with self.eval.as_default(step=step):
+                tf.summary.text(name, value)
+            self.eval.flush()
+
+    def hparams(self, values: dict) -> None:
+        if not self.enabled:
+            return
+        from tensorboard.plugins.hparams import api as hp
+
+        clean = {k: (v if isinstance(v, (bool, int, float, str)) else str(v))
+                 for k, v in values.items()}
+        with self.train.as_default():
+            hp.hparams(clean)
+        self.train.flush()
+
+
+def _masked_examples_text(model: BertPretrainer, batch: dict, vocab: Sequence[str], count: int = 3) -> str:
+    """Markdown table of a few masked sequences with the model's top predictions."""
+    outputs = model({k: batch[k][:count] for k in MODEL_INPUTS}, training=False)
+    predicted = tf.argmax(outputs["mlm_logits"], -1).numpy()
+    rows = ["| masked input | position: truth -> prediction |", "|---|---|"]
+    for i in range(min(count, len(predicted))):
+        ids = batch["input_word_ids"][i].numpy()
+        length = int(batch["input_mask"][i].numpy().sum())
+        text = " ".join(vocab[t] for t in ids[:length])
+        pairs = [f"{int(p)}: {vocab[int(t)]} -> {vocab[int(q)]}"
+                 for p, t, q, w in zip(batch["masked_lm_positions"][i].numpy(),
+                                       batch["masked_lm_ids"][i].numpy(), predicted[i],
+                                       batch["masked_lm_weights"][i].numpy()) if w > 0]
+        rows.append(f"| {text} | {'; '.join(pairs)} |")
+    return "\n".join(rows)
+
+
+def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
+                    config: PretrainingConfig, strategy: tf.distribute.Strategy,
+                    train_dataset_fn: DatasetFn, eval_dataset_fn: DatasetFn | None = None,
+                    vocab: Sequence[str] | None = None, vocab_file: str | None = None,
+                    hparams: dict | None = None) -> dict[str, float]:
+    """Pretrains a BertPretrainer with MLM + NSP; resumes from output_dir when it can.
+
+    Writes checkpoints (model, optimizer, step, input position) under
+    `output_dir/checkpoints`, TensorBoard events under `output_dir/train` and
+    `output_dir/eval`, and at the end the model directory `output_dir/model`
+    (bert_config.json, vocab.txt, bert_model.ckpt) ready for fine-tuning.
+
+    Returns:
+        The last train and eval metrics, keyed "train/NAME" and "eval/NAME".
+    """
+    replicas = strategy.num_replicas_in_sync
+    accum = config.gradient_accumulation_steps
+    if config.train_batch_size % (replicas * accum):
+        raise ValueError(f"train_batch_size {config.train_batch_size} is not divisible by "
+                         f"replicas ({replicas}) x gradient_accumulation_steps ({accum})")
+    if config.eval_batch_size % replicas:
+        raise ValueError(f"eval_batch_size {config.eval_batch_size} is not divisible by "
+                         f"replicas ({replicas})")
+    num_workers, worker = _worker_info(strategy)
+    chief = worker == 0
+    stop_step = config.stop_step or optimizer_config.num_train_steps
+    os.makedirs(config.output_dir, exist_ok=True)
+
+    previous_policy = keras.config.dtype_policy()
+    keras.mixed_precision.set_global_policy(config.mixed_precision)
+    try:
+        with strategy.scope():
+            model = BertPretrainer(model_config)
+            optimizer = create_optimizer(optimizer_config, config.mixed_precision)
+            optimizer.build(model.trainable_variables)
+            global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+    finally:
+        keras.mixed_precision.set_global_policy(previous_policy)
+
+    context = tf.distribute.InputContext(num_workers, worker, replicas)
+    train_dataset = train_dataset_fn(config.train_batch_size // num_workers, context)
+    iterator = iter(train_dataset)
+    checkpoint_dir = os.path.join(config.output_dir, "checkpoints")
+    if not chief:  # every worker writes; only the chief's files are kept
+        checkpoint_dir = os.path.join(config.output_dir, f".worker_{worker}_checkpoints")
+    state = dict(model=model, optimizer=optimizer, step=global_step)
+    manager = tf.train.CheckpointManager(
+        tf.train.Checkpoint(**state, iterator=iterator), checkpoint_dir,
+        max_to_keep=config.keep_checkpoint_max, step_counter=global_step)
+    fingerprint_file = os.path.join(config.output_dir, "data_fingerprint.json")
+    latest = tf.train.latest_checkpoint(os.path.join(config.output_dir, "checkpoints"))
+    if latest:
+        same_data = (os.path.exists(fingerprint_file)
+                     and json.load(open(fingerprint_file))["fingerprint"] == config.data_fingerprint)
+        if same_data:
+            manager.checkpoint.restore(latest).assert_existing_objects_matched()
+        else:  # a new phase or new files: weights, optimizer and step only
+            tf.train.Checkpoint(**state).restore(latest).expect_partial()
+            logging.info("input changed since %s: the data position starts afresh", latest)
+        logging.info("resuming from checkpoint %s at step %d", latest, int(global_step.numpy()))
+    elif config.init_checkpoint:
+        checkpoints.load_weights(model, config.init_checkpoint)
+        logging.info("initialised weights from %s", config.init_checkpoint)
+    if chief:
+        with open(fingerprint_file + ".tmp", "w") as f:
+            json.dump({"fingerprint": config.data_fingerprint}, f)
+        os.replace(fingerprint_file + ".tmp", fingerprint_file)
+
+    steps = _Step(model, optimizer, strategy, config, num_workers, optimizer_config.clip_norm)
+    summaries = _Summaries(config.output_dir, chief)
+    if hparams:
+        summaries.hparams(hparams)
+    flops_per_sequence = metrics_lib.pretraining_flops_per_sequence(
+        model_config, config.max_seq_length, config.max_predictions_per_seq)
+    peak = config.peak_flops or metrics_lib.measure_matmul_peak(
+        tf.bfloat16 if config.mixed_precision == "mixed_bfloat16" else
+        tf.float16 if config.mixed_precision == "mixed_float16" else tf.float32)
+
+    eval_batches, unigram = [], None
+    if eval_dataset_fn is not None:
+        eval_batches = list(eval_dataset_fn(config.eval_batch_size // num_workers, context)
+                            .take(config.eval_batches))
+        unigram = metrics_lib.unigram_entropy(metrics_lib.masked_token_counts(
+            {k: b[k].numpy() for k in ("masked_lm_ids", "masked_lm_weights")} for b in eval_batches))
+        logging.info("unigram entropy of the held-out masked tokens: %.4f nats", unigram)
+
+    def evaluate(step: int) -> dict[str, float]:
+        totals: dict[str, float] = {}
+        for batch in eval_batches:
+            for k, v in steps.evaluate(batch).items():
+                totals[k] = totals.get(k, 0.0) + float(v)
+        results = summarize(totals)
+        if unigram is not None:
+            results["unigram_entropy"] = unigram
+        summaries.scalars("eval", results, step)
+        if vocab is not None and eval_batches:
+            summaries.text("masked_predictions", _masked_examples_text(model, eval_batches[0], vocab), step)
+        logging.info("eval step %d: %s", step,
+                     " ".join(f"{k}={v:.4f}" for k, v in sorted(results.items())))
+        return results
+
+    def save(step: int) -> None:
+        manager.save(checkpoint_number=step)
+        logging.info("saved checkpoint %s", manager.latest_checkpoint)
+
+    step = int(global_step.numpy())
+    results: dict[str, float] = {}
+    window: dict[str, tf.Tensor] = {}
+    window_start, window_steps, run_start, start_step = time.perf_counter(), 0, time.perf_counter(), step
+    while step < stop_step:
+        sums = steps.train(iterator)
+        global_step.assign_add(1)
+        step += 1
+        window = {k: window[k] + v if k in window else v for k, v in sums.items()}
+        window_steps += 1
+        if step % config.log_steps == 0 or step == stop_step:
+            totals = {k: float(v) for k, v in window.items()}
+            if totals["nonfinite"]:
+                raise FloatingPointError(
+                    f"non-finite gradients in the {int(totals['nonfinite'])} step(s) up to step {step}; "
+                    f"last good checkpoint: {manager.latest_checkpoint}")
+            elapsed = time.perf_counter() - window_start
+            sequences_per_second = window_steps * config.train_batch_size / elapsed
+            logged = summarize(totals)
+            logged.update(
+                learning_rate=float(_learning_rate(optimizer)),
+                grad_norm=totals["grad_norm"] / window_steps,
+                examples_per_second=sequences_per_second,
+                mfu=flops_per_sequence * sequences_per_second / (peak * max(1, replicas)),
+            )
+            summaries.scalars("train", logged, step)
+            results.update({f"train/{k}": v for k, v in logged.items()})
+            rate = (step - start_step) / (time.perf_counter() - run_start)
+            logging.info("step %d/%d loss=%.4f mlm_acc=%.3f nsp_acc=%.3f lr=%.3g %.1f seq/s "
+                         "mfu=%.1f%% eta %s", step, stop_step, logged["loss"],
+                         logged["mlm_accuracy"], logged["nsp_accuracy"], logged["learning_rate"],
+                         sequences_per_second, 100 * logged["mfu"],
+                         metrics_lib.format_duration((stop_step - step) / max(rate, 1e-9)))
+            window, window_steps, window_start = {}, 0, time.perf_counter()
+        if eval_batches and (step % config.eval_every_steps == 0 or step == stop_step):
+            results.update({f"eval/{k}": v for k, v in evaluate(step).items()})
+        if step % config.save_checkpoints_steps == 0 or step == stop_step:
+            if window and float(window["nonfinite"]):
+                raise FloatingPointError(
+                    f"non-finite gradients before step {step}; not saving. "
+                    f"Last good checkpoint: {manager.latest_checkpoint}")
+            save(step)
+    if chief:
+        checkpoints.save_model_dir(model, os.path.join(config.output_dir, "model"), vocab_file)
+    return results
+
+
+def _learning_rate(optimizer) -> tf.Tensor:
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    return inner.learning_rate
