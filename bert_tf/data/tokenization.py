@@ -40,8 +40,8 @@ _DELETED = r"[\p{C}\x{FFFD}]"
 # ASCII symbols such as $ + < = > ^ ` | ~ are not category P but the original
 # `_is_punctuation` counts all of 33-47, 58-64, 91-96 and 123-126.
 _PUNCTUATION = r"[!-/:-@\[-`{-~\p{P}]"
-# The CJK Unified Ideographs blocks of the original `_is_chinese_char`
-# (not Hangul, Hiragana or Katakana, which are written with spaces).
+# The CJK Unified Ideographs blocks of the original `_is_chinese_char`; Hangul,
+# Hiragana and Katakana are not among them and stay in words.
 _CJK = (r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}"
         r"\x{2A700}-\x{2B73F}\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}"
         r"\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]")
@@ -101,9 +101,10 @@ def special_token_ids(vocab: list[str] | tuple[str, ...], vocab_file: str | os.P
 def normalize_text(text: tf.Tensor, lower_case: bool) -> tf.Tensor:
     """Cleans text the way the original BERT `BasicTokenizer` does, in graph.
 
-    Deletes NUL, U+FFFD and control/format characters, maps whitespace to a
-    space and, when `lower_case`, strips accents (NFD, drop category Mn) and
-    lower-cases. CJK and punctuation splitting happen later, in the splitter.
+    Deletes U+FFFD and every category C character (NUL and other controls,
+    format, private use, unassigned), maps whitespace to a space and, when
+    `lower_case`, strips accents (NFD, drop category Mn) and lower-cases.
+    CJK and punctuation splitting happen later, in `split_words`.
 
     Args:
       text: tf.string Tensor of any shape.
