@@ -113,10 +113,14 @@ def create_pretraining_data(options: PretrainingDataOptions,
       Counts and the file written.
 
     Raises:
-      FileNotFoundError: a missing input or vocab file (named in the message).
+      FileNotFoundError: a missing input or vocab file or output folder (named
+        in the message).
       ValueError: an empty corpus or a bad vocab (named in the message).
     """
     files = pretraining.expand_input_patterns(options.input_files)
+    output = options.shard_output_file
+    if not os.path.isdir(os.path.dirname(os.path.abspath(output))):
+        raise FileNotFoundError(f"--output_file={options.output_file}: its folder does not exist")
     if tokenizer is None:
         from bert_tf.data.tokenization import BertTokenizer
 
@@ -145,7 +149,6 @@ def create_pretraining_data(options: PretrainingDataOptions,
         max_predictions_per_seq=options.max_predictions_per_seq,
         masked_lm_prob=options.masked_lm_prob)
 
-    output = options.shard_output_file
     tmp = f"{output}.tmp-{os.getpid()}"
     try:
         with tf.io.TFRecordWriter(tmp) as writer:

@@ -1,0 +1,216 @@
+"""absl flags shared by the drivers, their validators, and how drivers fail.
+
+Each driver calls the `define_*_flags` functions it needs (each defines a
+flag only once, so groups may overlap), turns the parsed flags into the
+library's options dataclass and calls one library function. Bad input ends
+the driver with one line on stderr naming the flag or file, and exit code 2.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable, NoReturn, Sequence
+
+from absl import flags
+
+from bert_tf.data.pretraining import WORD_BOUNDARIES
+
+FLAGS = flags.FLAGS
+
+
+def _define_once(name: str, define: Callable[[], object]) -> None:
+    if name not in FLAGS:
+        define()
+
+
+def define_model_input_flags() -> None:
+    """Vocab, casing, sequence length and model config: every driver's inputs."""
+    _define_once("vocab_file", lambda: flags.DEFINE_string(
+        "vocab_file", None, "The vocabulary file the BERT model was trained on."))
+    _define_once("do_lower_case", lambda: flags.DEFINE_boolean(
+        "do_lower_case", True, "Lower-case the input text (uncased models)."))
+    _define_once("max_seq_length", lambda: flags.DEFINE_integer(
+        "max_seq_length", 128, "Length of every packed sequence, [CLS] and [SEP]s included.",
+        lower_bound=5))
+    _define_once("bert_config_file", lambda: flags.DEFINE_string(
+        "bert_config_file", None,
+        "bert_config.json of the model; when given, --max_seq_length is checked against "
+        "its max_position_embeddings."))
+
+
+def define_pretraining_data_flags() -> None:
+    """Flags of create_pretraining_data.py (the original tool's names and defaults)."""
+    define_model_input_flags()
+    flags.DEFINE_list("input_file", None,
+                      "Comma-separated globs of text files: one sentence a line, "
+                      "a blank line between documents.")
+    flags.DEFINE_string("output_file", None,
+                        "TFRecord file to write; with --num_shards > 1, suffixed -KKKKK-of-NNNNN.")
+    flags.DEFINE_integer("max_predictions_per_seq", 20,
+                         "Most masked-LM targets per sequence.", lower_bound=1)
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens chosen for masked LM.",
+                       lower_bound=0.0, upper_bound=1.0)
+    flags.DEFINE_integer("dupe_factor", 10,
+                         "Passes over the corpus, each with different pairs and masks.",
+                         lower_bound=1)
+    flags.DEFINE_integer("random_seed", 12345, "Seed of every random choice.")
+    flags.DEFINE_float("short_seq_prob", 0.1,
+                       "Probability of a shorter random target length.",
+                       lower_bound=0.0, upper_bound=1.0)
+    flags.DEFINE_boolean("do_whole_word_mask", False,
+                         "Mask whole words rather than single word pieces.")
+    flags.DEFINE_enum("word_boundaries", "wordpiece", WORD_BOUNDARIES,
+                      "Where words start for whole-word masking: wordpiece (## pieces, "
+                      "English), jieba (Chinese segmenter) or whitespace (pre-segmented text).")
+    flags.DEFINE_boolean("static_masking", True,
+                         "Write masked examples; false writes unmasked pairs for dynamic "
+                         "masking in the input pipeline.")
+    flags.DEFINE_integer("num_shards", 1, "Machines (or runs) the corpus is split over.",
+                         lower_bound=1)
+    flags.DEFINE_integer("shard_index", 0, "Which shard this run writes.", lower_bound=0)
+    flags.DEFINE_integer("min_tokens", 0, "Drop documents with fewer tokens (0: no limit).",
+                         lower_bound=0)
+    flags.DEFINE_integer("max_tokens", 0, "Drop documents with more tokens (0: no limit).",
+                         lower_bound=0)
+    for name in ("input_file", "output_file", "vocab_file"):
+        flags.mark_flag_as_required(name)
+    flags.register_multi_flags_validator(
+        ["max_predictions_per_seq", "max_seq_length"],
+        lambda f: f["max_predictions_per_seq"] <= f["max_seq_length"],
+        message="--max_predictions_per_seq must not exceed --max_seq_length")
+    flags.register_multi_flags_validator(
+        ["shard_index", "num_shards"], lambda f: f["shard_index"] < f["num_shards"],
+        message="--shard_index must be less than --num_shards")
+    flags.register_validator("masked_lm_prob", lambda p: 0.0 < p < 1.0,
+                             message="--masked_lm_prob must be in (0, 1)")
+
+
+def exit_with_error(message: object) -> NoReturn:
+    """Ends a driver: one line `<driver>: error: <message>` on stderr, exit code 2."""
+    text = " ".join(str(message).split())
+    print(f"{os.path.basename(sys.argv[0])}: error: {text}", file=sys.stderr)
+    sys.exit(2)
+
+
+def parse_flags_or_exit(argv: Sequence[str]) -> list[str]:
+    """`app.run`'s flags_parser: a bad or missing flag ends the run via `exit_with_error`."""
+    try:
+        return FLAGS(argv)
+    except flags.Error as e:
+        exit_with_error(e)
+
+
+def define_pretraining_flags() -> None:
+    """Flags of run_pretraining.py (original google-research/bert names where one exists)."""
+    from bert_tf.configs import PRESETS
+    from bert_tf.training.distribute import STRATEGIES
+    from bert_tf.training.optimization import OPTIMIZERS
+    from bert_tf.training.pretraining_job import EMBEDDED_CORPORA
+    from bert_tf.training.trainer import PRECISIONS
+
+    define_model_input_flags()
+    flags.DEFINE_enum("model_preset", "base_uncased", sorted(PRESETS),
+                      "Model size when no --bert_config_file is given; vocab_size follows the vocab.")
+    flags.DEFINE_list("input_file", None, "Comma-separated globs of pretraining TFRecords.")
+    flags.DEFINE_list("eval_input_file", None, "Globs of held-out TFRecords for evaluation.")
+    flags.DEFINE_list("input_text_file", None,
+                      "Globs of plain text (a sentence a line, blank line between documents); "
+                      "records are written to OUTPUT_DIR/data first.")
+    flags.DEFINE_enum("text_corpus", None, sorted(EMBEDDED_CORPORA),
+                      "An embedded corpus from the demo extra, used like --input_text_file.")
+    flags.DEFINE_integer("vocab_size", 8000, "Size of the vocab learned when --vocab_file is "
+                         "not given or does not exist yet.", lower_bound=10)
+    flags.DEFINE_string("output_dir", None, "Checkpoints, summaries, data and the final model.")
+    flags.DEFINE_string("init_checkpoint", None,
+                        "Model directory, TF1 checkpoint or Hugging Face directory to start "
+                        "from (weights only; a checkpoint in --output_dir takes precedence).")
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked-LM targets per sequence.",
+                         lower_bound=1)
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens masked.")
+    flags.DEFINE_integer("dupe_factor", 5, "Passes over a text corpus when writing records.",
+                         lower_bound=1)
+    flags.DEFINE_boolean("dynamic_masking", False,
+                         "Mask anew every epoch in tf.data (text input: records are written unmasked).")
+    flags.DEFINE_boolean("do_whole_word_mask", False, "Mask whole words.")
+    flags.DEFINE_enum("word_boundaries", "wordpiece", ["wordpiece", "jieba", "whitespace"],
+                      "Where words start for whole-word masking.")
+    flags.DEFINE_integer("train_batch_size", 32, "Global batch of one optimizer step.",
+                         lower_bound=1)
+    flags.DEFINE_integer("eval_batch_size", 32, "Global eval batch.", lower_bound=1)
+    flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.", lower_bound=0.0)
+    flags.DEFINE_float("end_learning_rate", 0.0, "Learning rate at num_train_steps.", lower_bound=0.0)
+    flags.DEFINE_integer("num_train_steps", 100000, "Steps of the learning-rate schedule.",
+                         lower_bound=1)
+    flags.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup steps.", lower_bound=0)
+    flags.DEFINE_integer("stop_at_step", None, "Stop this run at this step (phase 1 of two-phase "
+                         "pretraining); default num_train_steps.", lower_bound=1)
+    flags.DEFINE_enum("optimizer", "adamw", OPTIMIZERS, "adamw as in BERT, or lamb.")
+    flags.DEFINE_float("weight_decay", 0.01, "Decoupled weight decay (not on LayerNorm or bias).",
+                       lower_bound=0.0)
+    flags.DEFINE_float("clip_norm", 1.0, "Clip gradients by this global norm (0: off).",
+                       lower_bound=0.0)
+    flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per optimizer step.",
+                         lower_bound=1)
+    flags.DEFINE_enum("distribution_strategy", "auto", STRATEGIES, "tf.distribute strategy.")
+    flags.DEFINE_string("tpu", None, "TPU address for --distribution_strategy=tpu.")
+    flags.DEFINE_integer("num_cpu_devices", 1, "Split the CPU into this many logical devices "
+                         "(MirroredStrategy without GPUs: tests and debugging).", lower_bound=1)
+    flags.DEFINE_enum("mixed_precision", "float32", list(PRECISIONS) + ["auto"],
+                      "auto: mixed_bfloat16 where the hardware has fast bfloat16, else float32.")
+    flags.DEFINE_boolean("jit_compile", False, "Compile the forward/backward step with XLA.")
+    flags.DEFINE_integer("random_seed", 12345, "Seed of data order, masking and initialisation.")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many steps.",
+                         lower_bound=1)
+    flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.", lower_bound=1)
+    flags.DEFINE_integer("log_steps", 100, "Log and write train summaries every this many steps.",
+                         lower_bound=1)
+    flags.DEFINE_integer("eval_every_steps", 1000, "Evaluate every this many steps.", lower_bound=1)
+    flags.DEFINE_integer("max_eval_steps", 20, "Eval batches per evaluation.", lower_bound=1)
+    flags.DEFINE_float("peak_tflops", None, "Peak TFLOP/s per replica for MFU; measured when unset.")
+    flags.mark_flag_as_required("output_dir")
+    flags.register_multi_flags_validator(
+        ["max_predictions_per_seq", "max_seq_length"],
+        lambda f: f["max_predictions_per_seq"] <= f["max_seq_length"],
+        message="--max_predictions_per_seq must not exceed --max_seq_length")
+    flags.register_multi_flags_validator(
+        ["train_batch_size", "gradient_accumulation_steps"],
+        lambda f: f["train_batch_size"] % f["gradient_accumulation_steps"] == 0,
+        message="--train_batch_size must be divisible by --gradient_accumulation_steps")
+    flags.register_multi_flags_validator(
+        ["num_warmup_steps", "num_train_steps"],
+        lambda f: f["num_warmup_steps"] <= f["num_train_steps"],
+        message="--num_warmup_steps must not exceed --num_train_steps")
+    flags.register_multi_flags_validator(
+        ["stop_at_step", "num_train_steps"],
+        lambda f: f["stop_at_step"] is None or f["stop_at_step"] <= f["num_train_steps"],
+        message="--stop_at_step must not exceed --num_train_steps")
+    flags.register_multi_flags_validator(
+        ["input_file", "input_text_file", "text_corpus"],
+        lambda f: sum(bool(f[k]) for k in ("input_file", "input_text_file", "text_corpus")) == 1,
+        message="give exactly one of --input_file, --input_text_file and --text_corpus")
+    flags.register_multi_flags_validator(
+        ["input_file", "vocab_file"], lambda f: not f["input_file"] or bool(f["vocab_file"]),
+        message="--vocab_file is required with --input_file")
+    flags.register_validator(
+        "output_dir", lambda d: d is None or not os.path.isfile(d),
+        message="--output_dir is an existing file, not a directory")
+
+
+def flag_values() -> dict[str, object]:
+    """The values of the flags the running driver defined (for hparams summaries)."""
+    module = sys.argv[0]
+    names = [f.name for f in FLAGS.get_flags_for_module(module)] if module in FLAGS.flags_by_module_dict() else []
+    names += [f.name for m, fs in FLAGS.flags_by_module_dict().items() if m.endswith("bert_tf.flags") for f in fs]
+    return {name: FLAGS[name].value for name in sorted(set(names)) if FLAGS[name].value is not None}
+
+
+def write_flags_file(path: str) -> None:
+    """Writes the effective flags as a flagfile (atomically), so a run can be repeated."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        for name, value in flag_values().items():
+            if isinstance(value, list):
+                value = ",".join(map(str, value))
+            f.write(f"--{name}={value}\n")
+    os.replace(tmp, path)
