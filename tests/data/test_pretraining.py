@@ -130,9 +130,9 @@ def _check_masking(original, masked_ids, positions, target_ids, weights, labels)
     return fraction, split, nsp
 
 
-def _whole_words_only(word_starts, original, positions, weights):
+def _whole_words_only(word_starts, original, positions, weights, special=SPECIAL):
     """Asserts that every masked word is masked in full."""
-    maskable = ~np.isin(original, SPECIAL)
+    maskable = ~np.isin(original, special)
     after_special = np.pad(~maskable[:, :-1], [[0, 0], [1, 0]], constant_values=True)
     word = np.cumsum(maskable & (word_starts | after_special), axis=1)
     word = np.where(maskable, word, 0)
@@ -309,3 +309,53 @@ def test_read_documents_and_filter(tmp_path):
     assert (len(kept), stats.dropped_short, stats.dropped_long) == (0, 0, 2)
     with pytest.raises(FileNotFoundError, match="nothing-here"):
         pretraining.expand_input_patterns([str(tmp_path / "nothing-here*.txt")])
+
+
+@pytest.fixture(scope="module")
+def bert_tokenizer(minilm_dir):
+    from bert_tf.data.tokenization import BertTokenizer
+
+    return BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), lower_case=True)
+
+
+def test_word_starts_from_pieces_jieba_and_pre_segmented_text(bert_tokenizer):
+    vocab = bert_tokenizer.vocabulary
+    [[english]] = pretraining.tokenize_documents([["Unbelievably tokenized text"]], bert_tokenizer)
+    assert english.ids == bert_tokenizer(tf.constant(["Unbelievably tokenized text"]))[0].numpy().tolist()
+    assert english.word_starts == [not vocab[i].startswith("##") for i in english.ids]
+    assert english.word_starts.count(True) == 3 and len(english.ids) > 3
+    expected = [True, True, True, False, True, False, False]  # 我 爱 北京 天安门
+    for boundaries, text in (("jieba", "我爱北京天安门"), ("whitespace", "我 爱 北京 天安门")):
+        [[chinese]] = pretraining.tokenize_documents([[text]], bert_tokenizer, word_boundaries=boundaries)
+        assert chinese.ids == bert_tokenizer(tf.constant(["我爱北京天安门"]))[0].numpy().tolist()
+        assert len(chinese.ids) == 7
+        assert chinese.word_starts == expected, boundaries
+
+
+@pytest.mark.parametrize("corpus_file, boundaries", [("en_corpus.txt", "wordpiece"),
+                                                     ("zh_segmented.txt", "whitespace")])
+def test_whole_word_masking_of_real_text(bert_tokenizer, tmp_path, corpus_file, boundaries):
+    options = dict(input_files=[os.path.join(TESTDATA, corpus_file)], vocab_file="unused",
+                   max_seq_length=64, max_predictions_per_seq=10, dupe_factor=20,
+                   do_whole_word_mask=True, word_boundaries=boundaries)
+    for name, static in (("masked", True), ("unmasked", False)):
+        create_pretraining_data(PretrainingDataOptions(
+            output_file=str(tmp_path / name), static_masking=static, **options), bert_tokenizer)
+    spec = dict(ORIGINAL_SPEC, **{k: tf.io.FixedLenFeature([64], tf.int64)
+                                  for k in ("input_ids", "input_mask", "segment_ids")},
+                **{k: tf.io.FixedLenFeature([10], v.dtype) for k, v in ORIGINAL_SPEC.items()
+                   if k.startswith("masked_lm")})
+    masked = _read(str(tmp_path / "masked"), spec)
+    unmasked = _read(str(tmp_path / "unmasked"), pretraining_records.unmasked_feature_spec(64))
+    special = (bert_tokenizer.cls_id, bert_tokenizer.sep_id, bert_tokenizer.pad_id)
+    ids = unmasked["input_ids"]
+    word_starts = unmasked["word_starts"].astype(bool)
+    if boundaries == "wordpiece":
+        continuation = np.array([t.startswith("##") for t in bert_tokenizer.vocabulary])
+        maskable = ~np.isin(ids, special)
+        np.testing.assert_array_equal(word_starts[maskable], ~continuation[ids][maskable])
+        assert (~word_starts & maskable).sum() > 50, "the corpus has multi-piece words"
+    else:
+        assert (~word_starts & (ids > 0)).sum() > 500, "the corpus has multi-character words"
+    _whole_words_only(word_starts, ids, masked["masked_lm_positions"], masked["masked_lm_weights"],
+                      special=special)
