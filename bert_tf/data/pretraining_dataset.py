@@ -1,6 +1,6 @@
 """tf.data pipelines that feed `BertPretrainer`.
 
-Three sources, one output: batches keyed by the model's input names,
+Four sources, one output: batches keyed by the model's input names,
 `input_word_ids`, `input_mask`, `input_type_ids` (int32 [B, S]),
 `masked_lm_positions`, `masked_lm_ids` (int32 [B, P]), `masked_lm_weights`
 (float32 [B, P]) and `next_sentence_labels` (int32 [B]).
@@ -8,7 +8,9 @@ Three sources, one output: batches keyed by the model's input names,
 - static: masked TFRecords from `create_pretraining_data.py` (or from
   google-research/bert's tool), read as they are;
 - dynamic from records: unmasked packed pairs, masked anew for every batch;
-- dynamic from text: tokenized documents, pairs and masks drawn anew each epoch.
+- dynamic from text: tokenized documents, pairs and masks drawn anew each epoch;
+- dynamic from text pairs: (text A, text B, label) tokenized, packed and
+  masked in the graph.
 
 Dynamic masking draws one stateless seed per batch from
 `tf.data.Dataset.random`, so with a seed the batches are reproducible however
@@ -37,26 +39,37 @@ class SpecialTokenIds(Protocol):
     pad_id: int
 
 
+class TokenizerLayer(SpecialTokenIds, Protocol):
+    """What in-graph tokenization needs; `BertTokenizer` is one."""
+
+    vocabulary: Sequence[str]
+
+    def __call__(self, texts: tf.Tensor) -> tf.RaggedTensor: ...
+
+
 def pack_pairs(tokens_a: tf.RaggedTensor, tokens_b: tf.RaggedTensor,
-               word_starts_a: tf.RaggedTensor, word_starts_b: tf.RaggedTensor, *,
+               word_starts_a: tf.RaggedTensor | None, word_starts_b: tf.RaggedTensor | None, *,
                max_seq_length: int, special: SpecialTokenIds) -> dict[str, tf.Tensor]:
-    """Packs sentence pairs and their word-start flags alike.
+    """Packs sentence pairs and, when given, their word-start flags alike.
 
     Args:
       tokens_a, tokens_b: int RaggedTensors [B, (tokens)].
-      word_starts_a, word_starts_b: bool RaggedTensors [B, (tokens)].
+      word_starts_a, word_starts_b: bool RaggedTensors [B, (tokens)], or None
+        when whole-word masking is not wanted.
       max_seq_length: S.
       special: the [CLS], [SEP] and [PAD] ids.
 
     Returns:
-      `pack_segments`'s int32 [B, S] dict plus `word_starts`, bool [B, S]
-      (true on [CLS] and [SEP], which are words of their own, false on padding).
+      `pack_segments`'s int32 [B, S] dict plus, with word starts given,
+      `word_starts`, bool [B, S] (true on [CLS] and [SEP], which are words of
+      their own, false on padding).
     """
     packed = pack_segments([tokens_a, tokens_b], max_seq_length=max_seq_length,
                            cls_id=special.cls_id, sep_id=special.sep_id, pad_id=special.pad_id)
-    starts = pack_segments([tf.cast(word_starts_a, tf.int32), tf.cast(word_starts_b, tf.int32)],
-                           max_seq_length=max_seq_length, cls_id=1, sep_id=1, pad_id=0)
-    packed["word_starts"] = tf.cast(starts["input_word_ids"], tf.bool)
+    if word_starts_a is not None:
+        starts = pack_segments([tf.cast(word_starts_a, tf.int32), tf.cast(word_starts_b, tf.int32)],
+                               max_seq_length=max_seq_length, cls_id=1, sep_id=1, pad_id=0)
+        packed["word_starts"] = tf.cast(starts["input_word_ids"], tf.bool)
     return packed
 
 
@@ -66,7 +79,8 @@ def mask_batch(batch: dict[str, tf.Tensor], seed: tf.Tensor, masker: MaskedLmMas
 
     Args:
       batch: `input_word_ids`, `input_mask`, `input_type_ids`, `word_starts`
-        ([B, S]) and `next_sentence_labels` ([B]).
+        (needed only for whole-word masking) ([B, S]) and
+        `next_sentence_labels` ([B]).
       seed: int64 Tensor of shape [2].
       masker: the masking recipe.
       whole_word_mask: mask whole words (by `word_starts`) or single tokens.
@@ -217,4 +231,45 @@ def text_pretraining_dataset(documents: Sequence[pretraining.Document], *, batch
         return mask_batch(batch, batch_seed, masker, whole_word_mask)
 
     ds = tf.data.Dataset.zip(ds, _batch_seeds(seed)).map(pack_and_mask, num_parallel_calls=AUTOTUNE)
+    return ds.prefetch(AUTOTUNE)
+
+
+def text_pair_pretraining_dataset(pairs: tf.data.Dataset, *, tokenizer: TokenizerLayer,
+                                  batch_size: int, max_seq_length: int, masker: MaskedLmMasker,
+                                  whole_word_mask: bool = False, is_training: bool = True,
+                                  seed: int | None = None) -> tf.data.Dataset:
+    """Batches of model inputs from sentence pairs, tokenized and masked in the graph.
+
+    Args:
+      pairs: elements (text_a, text_b, next_sentence_label): tf.string scalars
+        and an int label (0: B follows A, 1: B is random).
+      tokenizer: `BertTokenizer` (tf.string [B] to int RaggedTensor [B, (tokens)]).
+      batch_size: examples per batch.
+      max_seq_length: S.
+      masker: the masking recipe.
+      whole_word_mask: mask whole words, a word being a piece and its `##` pieces.
+      is_training: drop the last partial batch.
+      seed: fixes the masks; None draws fresh ones.
+
+    Returns:
+      A dataset of model input dicts.
+    """
+    is_continuation = tf.constant([t.startswith("##") for t in tokenizer.vocabulary])
+
+    def word_starts(tokens: tf.RaggedTensor) -> tf.RaggedTensor | None:
+        if not whole_word_mask:
+            return None
+        return tf.ragged.map_flat_values(lambda ids: ~tf.gather(is_continuation, ids), tokens)
+
+    def tokenize_pack_and_mask(batch, batch_seed):
+        text_a, text_b, labels = batch
+        tokens_a, tokens_b = tokenizer(text_a), tokenizer(text_b)
+        packed = pack_pairs(tokens_a, tokens_b, word_starts(tokens_a), word_starts(tokens_b),
+                            max_seq_length=max_seq_length, special=tokenizer)
+        packed["next_sentence_labels"] = tf.cast(labels, tf.int32)
+        return mask_batch(packed, batch_seed, masker, whole_word_mask)
+
+    ds = pairs.batch(batch_size, drop_remainder=is_training)
+    ds = tf.data.Dataset.zip(ds, _batch_seeds(seed)).map(tokenize_pack_and_mask,
+                                                           num_parallel_calls=AUTOTUNE)
     return ds.prefetch(AUTOTUNE)

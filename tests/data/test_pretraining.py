@@ -8,6 +8,9 @@ seed holds the exact packed sequences the masked file was made from.
 
 import os
 import random
+import re
+import subprocess
+import sys
 import types
 
 import numpy as np
@@ -359,3 +362,36 @@ def test_whole_word_masking_of_real_text(bert_tokenizer, tmp_path, corpus_file, 
         assert (~word_starts & (ids > 0)).sum() > 500, "the corpus has multi-character words"
     _whole_words_only(word_starts, ids, masked["masked_lm_positions"], masked["masked_lm_weights"],
                       special=special)
+
+
+def test_text_pairs_are_tokenized_packed_and_masked_in_graph(bert_tokenizer):
+    texts = ["Unbelievably tokenized text", "a second sentence", "and a third one here"]
+    pairs = tf.data.Dataset.from_tensor_slices((texts, texts[1:] + texts[:1], [0, 1, 0]))
+    masker = MaskedLmMasker(vocab_size=bert_tokenizer.vocab_size, mask_id=bert_tokenizer.mask_id,
+                            unmaskable_ids=(bert_tokenizer.cls_id, bert_tokenizer.sep_id,
+                                            bert_tokenizer.pad_id), max_predictions_per_seq=4)
+    [batch] = pretraining_dataset.text_pair_pretraining_dataset(
+        pairs, tokenizer=bert_tokenizer, batch_size=3, max_seq_length=16, masker=masker,
+        whole_word_mask=True, seed=5).as_numpy_iterator()
+    a, b = bert_tokenizer(tf.constant(texts[:1])), bert_tokenizer(tf.constant(texts[1:2]))
+    expected = [bert_tokenizer.cls_id, *a[0].numpy(), bert_tokenizer.sep_id, *b[0].numpy(),
+                bert_tokenizer.sep_id]
+    original = batch["input_word_ids"][0].copy()
+    weights = batch["masked_lm_weights"][0] > 0
+    original[batch["masked_lm_positions"][0][weights]] = batch["masked_lm_ids"][0][weights]
+    np.testing.assert_array_equal(original[:len(expected)], expected)
+    np.testing.assert_array_equal(batch["next_sentence_labels"], [0, 1, 0])
+    assert batch["input_word_ids"].shape == (3, 16) and batch["masked_lm_ids"].shape == (3, 4)
+
+
+def test_benchmark_script_runs_in_tiny_mode(minilm_dir):
+    root = os.path.dirname(os.path.dirname(TESTDATA))
+    result = subprocess.run(
+        [sys.executable, os.path.join(root, "bench", "input_pipeline.py"),
+         f"--input_file={os.path.join(TESTDATA, 'en_corpus.txt')}",
+         f"--vocab_file={os.path.join(minilm_dir, 'vocab.txt')}", "--num_examples=64"],
+        capture_output=True, text=True, cwd=root, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    ratio = re.search(r"ratio bert_tf / Hugging Face: ([0-9.]+)", result.stdout)
+    assert ratio and float(ratio.group(1)) > 0, result.stdout
