@@ -27,7 +27,8 @@ def main(argv: list[str]) -> None:
                 FLAGS.bert_config_file).max_position_embeddings
         options = PretrainingDataOptions(
             input_files=FLAGS.input_file, output_file=FLAGS.output_file,
-            vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
+            vocab_file=FLAGS.vocab_file, input_format=FLAGS.input_format,
+            do_lower_case=FLAGS.do_lower_case,
             max_seq_length=FLAGS.max_seq_length,
             max_predictions_per_seq=FLAGS.max_predictions_per_seq,
             masked_lm_prob=FLAGS.masked_lm_prob, dupe_factor=FLAGS.dupe_factor,

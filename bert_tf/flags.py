@@ -14,7 +14,7 @@ from typing import Callable, NoReturn, Sequence
 
 from absl import flags
 
-from bert_tf.data.pretraining import WORD_BOUNDARIES
+from bert_tf.data.pretraining import INPUT_FORMATS, WORD_BOUNDARIES
 
 FLAGS = flags.FLAGS
 
@@ -45,6 +45,9 @@ def define_pretraining_data_flags() -> None:
     flags.DEFINE_list("input_file", None,
                       "Comma-separated globs of text files: one sentence a line, "
                       "a blank line between documents.")
+    flags.DEFINE_enum("input_format", "sentences", INPUT_FORMATS,
+                      "sentences: one sentence a line, a blank line between documents; "
+                      "paragraphs: one paragraph (document) a line, split into sentences.")
     flags.DEFINE_string("output_file", None,
                         "TFRecord file to write; with --num_shards > 1, suffixed -KKKKK-of-NNNNN.")
     flags.DEFINE_integer("max_predictions_per_seq", 20,
@@ -198,11 +201,10 @@ def define_pretraining_flags() -> None:
 
 
 def flag_values() -> dict[str, object]:
-    """The values of the flags the running driver defined (for hparams summaries)."""
-    module = sys.argv[0]
-    names = [f.name for f in FLAGS.get_flags_for_module(module)] if module in FLAGS.flags_by_module_dict() else []
-    names += [f.name for m, fs in FLAGS.flags_by_module_dict().items() if m.endswith("bert_tf.flags") for f in fs]
-    return {name: FLAGS[name].value for name in sorted(set(names)) if FLAGS[name].value is not None}
+    """The set values of the flags defined here and in the running driver."""
+    modules = FLAGS.flags_by_module_dict()
+    ours = {f.name for module in (__name__, sys.argv[0], "__main__") for f in modules.get(module, [])}
+    return {name: FLAGS[name].value for name in sorted(ours) if FLAGS[name].value is not None}
 
 
 def write_flags_file(path: str) -> None:

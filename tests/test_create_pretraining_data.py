@@ -40,8 +40,8 @@ def _run(*flags):
 
 
 def _flags(vocab, output, **overrides):
-    values = dict(input_file=CORPUS, output_file=output, vocab_file=vocab, do_lower_case="true",
-                  max_seq_length=S, max_predictions_per_seq=P, masked_lm_prob=0.15,
+    values = dict(input_file=CORPUS, input_format="sentences", output_file=output,
+                  vocab_file=vocab, do_lower_case="true", max_seq_length=S, max_predictions_per_seq=P, masked_lm_prob=0.15,
                   dupe_factor=5, random_seed=12345, do_whole_word_mask="true", short_seq_prob=0.1)
     values.update(overrides)
     return [f"--{name}={value}" for name, value in values.items()]

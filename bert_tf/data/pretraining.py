@@ -1,7 +1,7 @@
 """Pretraining instances, the google-research/bert `create_pretraining_data` recipe.
 
 Input: documents of sentences (plain text, one sentence a line, a blank line
-between documents). Each document yields sequences filled up to a target
+between documents; or one paragraph a line, split into sentences). Each document yields sequences filled up to a target
 length from consecutive sentences (shorter targets with `short_seq_prob`),
 split at a random sentence boundary into segments A and B; B is the true
 continuation (next_sentence_label 0) or, half the time, a run of sentences
@@ -23,7 +23,10 @@ from typing import Iterator, Protocol, Sequence
 
 import tensorflow as tf
 
+from bert_tf.data import corpora
+
 WORD_BOUNDARIES = ("wordpiece", "jieba", "whitespace")
+INPUT_FORMATS = ("sentences", "paragraphs")
 
 
 class Tokenizer(Protocol):
@@ -85,15 +88,24 @@ def expand_input_patterns(patterns: Sequence[str]) -> list[str]:
     return files
 
 
-def read_documents(files: Sequence[str]) -> list[list[str]]:
-    """Reads plain-text corpora: one sentence a line, a blank line between documents.
+def read_documents(files: Sequence[str], input_format: str = "sentences") -> list[list[str]]:
+    """Reads plain-text corpora into documents of sentences.
+
+    Args:
+      files: UTF-8 text files.
+      input_format: "sentences": one sentence a line, a blank line between
+        documents (the original format); "paragraphs": one paragraph (a
+        document) a line, split into sentences at Chinese 。！？ and English
+        . ! ? (`corpora.split_sentences`).
 
     Returns:
-      The non-empty documents, each a list of stripped, non-empty lines.
+      The non-empty documents, each a list of stripped, non-empty sentences.
 
     Raises:
       ValueError: a file is not UTF-8 (the message names it).
     """
+    if input_format not in INPUT_FORMATS:
+        raise ValueError(f"input_format must be one of {INPUT_FORMATS}, got {input_format!r}")
     documents: list[list[str]] = []
     for path in files:
         current: list[str] = []
@@ -101,7 +113,10 @@ def read_documents(files: Sequence[str]) -> list[list[str]]:
             with open(path, encoding="utf-8") as f:
                 for line in f:
                     line = line.strip()
-                    if line:
+                    if input_format == "paragraphs":
+                        if line:
+                            documents.append(corpora.split_sentences(line))
+                    elif line:
                         current.append(line)
                     elif current:
                         documents.append(current)

@@ -35,6 +35,7 @@ class PretrainingDataOptions:
     input_files: Sequence[str]
     output_file: str
     vocab_file: str
+    input_format: str = "sentences"
     do_lower_case: bool = True
     max_seq_length: int = 128
     max_predictions_per_seq: int = 20
@@ -70,6 +71,9 @@ class PretrainingDataOptions:
             raise ValueError(f"--short_seq_prob={self.short_seq_prob}: must be in [0, 1]")
         if self.dupe_factor < 1:
             raise ValueError(f"--dupe_factor={self.dupe_factor}: must be positive")
+        if self.input_format not in pretraining.INPUT_FORMATS:
+            raise ValueError(f"--input_format={self.input_format}: must be one of "
+                             f"{', '.join(pretraining.INPUT_FORMATS)}")
         if self.word_boundaries not in pretraining.WORD_BOUNDARIES:
             raise ValueError(f"--word_boundaries={self.word_boundaries}: must be one of "
                              f"{', '.join(pretraining.WORD_BOUNDARIES)}")
@@ -125,7 +129,8 @@ def create_pretraining_data(options: PretrainingDataOptions,
         from bert_tf.data.tokenization import BertTokenizer
 
         tokenizer = BertTokenizer(options.vocab_file, lower_case=options.do_lower_case)
-    texts = pretraining.read_documents(files)[options.shard_index::options.num_shards]
+    texts = pretraining.read_documents(files, options.input_format)
+    texts = texts[options.shard_index::options.num_shards]
     documents = pretraining.tokenize_documents(texts, tokenizer,
                                                word_boundaries=options.word_boundaries)
     documents, corpus = pretraining.filter_documents(

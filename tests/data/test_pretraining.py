@@ -302,6 +302,10 @@ def test_read_documents_and_filter(tmp_path):
     path.write_text("\n\na b\nc\n\n\nd e f\n\n", encoding="utf-8")
     texts = pretraining.read_documents([str(path)])
     assert texts == [["a b", "c"], ["d e f"]]
+    paragraphs = tmp_path / "p.txt"
+    paragraphs.write_text("今天下雨。我们在家！好吗？\n\nIt rains. We stay home.\n", encoding="utf-8")
+    assert pretraining.read_documents([str(paragraphs)], "paragraphs") == [
+        ["今天下雨。", "我们在家！", "好吗？"], ["It rains.", "We stay home."]]
     vocab = WhitespaceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d", "e", "f"])
     documents = pretraining.tokenize_documents(texts, vocab)
     kept, stats = pretraining.filter_documents(documents, min_tokens=3, max_tokens=3)
