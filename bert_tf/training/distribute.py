@@ -38,3 +38,22 @@ def split_cpu(num_devices: int) -> None:
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(num_devices)])
+
+
+def resolve_precision(name: str) -> str:
+    """Maps "auto" to mixed_bfloat16 where bfloat16 matmuls are fast, else float32.
+
+    Fast means a GPU of compute capability 8.0 or newer, or a CPU with AMX or
+    AVX512-BF16 instructions (read from /proc/cpuinfo); other names pass through.
+    """
+    if name != "auto":
+        return name
+    for gpu in tf.config.list_physical_devices("GPU"):
+        capability = tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0))
+        return "mixed_bfloat16" if capability >= (8, 0) else "float32"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu_flags = set(next((line for line in f if line.startswith("flags")), "").split())
+    except OSError:
+        return "float32"
+    return "mixed_bfloat16" if cpu_flags & {"amx_bf16", "avx512_bf16"} else "float32"

@@ -23,8 +23,11 @@ from bert_tf.training.optimization import OptimizerConfig, create_optimizer
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 MODEL_INPUTS = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions")
 
-# dataset_fn(per_worker_batch_size, input_context) -> tf.data.Dataset of fixed-shape
-# batches with the model's feature names.
+# dataset_fn(global_batch_size, input_context) -> tf.data.Dataset of fixed-shape
+# batches with the model's feature names, of this worker's share of the global
+# batch (input_context.get_per_replica_batch_size). One input pipeline per
+# worker feeds all of its local replicas, so the context counts one "replica"
+# per worker; the step slices each replica's rows.
 DatasetFn = Callable[[int, tf.distribute.InputContext], tf.data.Dataset]
 
 
@@ -54,6 +57,7 @@ class PretrainingConfig:
     mixed_precision: str = "float32"
     jit_compile: bool = False
     peak_flops: float | None = None
+    seed: int = 12345
     data_fingerprint: str = ""
 
     def __post_init__(self) -> None:
@@ -222,12 +226,16 @@ def _masked_examples_text(model: BertPretrainer, batch: dict, vocab: Sequence[st
     """Markdown table of a few masked sequences with the model's top predictions."""
     outputs = model({k: batch[k][:count] for k in MODEL_INPUTS}, training=False)
     predicted = tf.argmax(outputs["mlm_logits"], -1).numpy()
+
+    def token(i) -> str:  # the model's vocab_size may exceed the vocab file's length
+        return vocab[int(i)] if int(i) < len(vocab) else f"<{int(i)}>"
+
     rows = ["| masked input | position: truth -> prediction |", "|---|---|"]
     for i in range(min(count, len(predicted))):
         ids = batch["input_word_ids"][i].numpy()
         length = int(batch["input_mask"][i].numpy().sum())
-        text = " ".join(vocab[t] for t in ids[:length])
-        pairs = [f"{int(p)}: {vocab[int(t)]} -> {vocab[int(q)]}"
+        text = " ".join(token(t) for t in ids[:length])
+        pairs = [f"{int(p)}: {token(t)} -> {token(q)}"
                  for p, t, q, w in zip(batch["masked_lm_positions"][i].numpy(),
                                        batch["masked_lm_ids"][i].numpy(), predicted[i],
                                        batch["masked_lm_weights"][i].numpy()) if w > 0]
@@ -260,9 +268,12 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
                          f"replicas ({replicas})")
     num_workers, worker = _worker_info(strategy)
     chief = worker == 0
+    logging.info("%s: %d replica(s) on %d worker(s); this is worker %d", type(strategy).__name__,
+                 replicas, num_workers, worker)
     stop_step = config.stop_step or optimizer_config.num_train_steps
     os.makedirs(config.output_dir, exist_ok=True)
 
+    keras.utils.set_random_seed(config.seed)
     previous_policy = keras.config.dtype_policy()
     keras.mixed_precision.set_global_policy(config.mixed_precision)
     try:
@@ -274,8 +285,8 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
 
-    context = tf.distribute.InputContext(num_workers, worker, replicas)
-    train_dataset = train_dataset_fn(config.train_batch_size // num_workers, context)
+    context = tf.distribute.InputContext(num_workers, worker, num_workers)
+    train_dataset = train_dataset_fn(config.train_batch_size, context)
     iterator = iter(train_dataset)
     checkpoint_dir = os.path.join(config.output_dir, "checkpoints")
     if not chief:  # every worker writes; only the chief's files are kept
@@ -315,8 +326,11 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
 
     eval_batches, unigram = [], None
     if eval_dataset_fn is not None:
-        eval_batches = list(eval_dataset_fn(config.eval_batch_size // num_workers, context)
-                            .take(config.eval_batches))
+        eval_size = config.eval_batch_size // num_workers
+        eval_batches = list(eval_dataset_fn(config.eval_batch_size, context)
+                            .rebatch(eval_size, drop_remainder=True).take(config.eval_batches))
+        if not eval_batches:
+            raise ValueError(f"the eval data holds fewer than eval_batch_size={config.eval_batch_size} examples")
         unigram = metrics_lib.unigram_entropy(metrics_lib.masked_token_counts(
             {k: b[k].numpy() for k in ("masked_lm_ids", "masked_lm_weights")} for b in eval_batches))
         logging.info("unigram entropy of the held-out masked tokens: %.4f nats", unigram)

@@ -25,7 +25,8 @@ def synthetic_dataset_fn(config, seq=16, predictions=3, batches=64, seed=0):
 
     def dataset_fn(batch_size, input_context):
         ds = tf.data.Dataset.from_tensor_slices(stacked)
-        return ds.repeat().batch(batch_size, drop_remainder=True)
+        return ds.repeat().batch(input_context.get_per_replica_batch_size(batch_size),
+                                 drop_remainder=True)
     return dataset_fn
 
 

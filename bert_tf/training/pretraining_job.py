@@ -1,0 +1,169 @@
+"""One pretraining job end to end: corpus -> vocab -> TFRecords -> run_pretraining.
+
+This is what `run_pretraining.py` calls. Given TFRecords (from
+create_pretraining_data.py) it trains on them; given plain text (files or an
+embedded corpus) it first learns a vocab when none exists, holds out a few
+documents for evaluation and writes the records under `output_dir/data`, each
+step skipped when its output is already there (so a rerun resumes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import configs
+from bert_tf.configs import BertConfig
+from bert_tf.data import corpora, pretraining, vocab_builder
+from bert_tf.data.masking import MaskedLmMasker
+from bert_tf.data.pretraining_dataset import pretraining_dataset
+from bert_tf.data.pretraining_writer import PretrainingDataOptions, create_pretraining_data
+from bert_tf.data.tokenization import BertTokenizer, load_vocab, special_token_ids
+from bert_tf.training.optimization import OptimizerConfig
+from bert_tf.training.trainer import PretrainingConfig, run_pretraining
+
+EMBEDDED_CORPORA = {
+    "peoples_daily": lambda: corpora.people_daily_corpus(),
+    "peoples_daily_segmented": lambda: corpora.people_daily_corpus(segmented=True),
+    "product_reviews": corpora.product_reviews_corpus,
+    "tweets": corpora.tweets_corpus,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    """Where pretraining examples come from and how they are made.
+
+    Exactly one of `input_files` (TFRecord globs), `input_text_files` (plain
+    text globs) and `text_corpus` (an embedded corpus name) is set.
+    """
+
+    input_files: tuple[str, ...] = ()
+    eval_input_files: tuple[str, ...] = ()
+    input_text_files: tuple[str, ...] = ()
+    text_corpus: str | None = None
+    vocab_file: str | None = None
+    vocab_size: int = 8000
+    do_lower_case: bool = True
+    dynamic_masking: bool = False
+    masked_lm_prob: float = 0.15
+    dupe_factor: int = 5
+    short_seq_prob: float = 0.1
+    do_whole_word_mask: bool = False
+    word_boundaries: str = "wordpiece"
+    eval_documents: int = 200
+    seed: int = 12345
+
+    def __post_init__(self) -> None:
+        given = [bool(self.input_files), bool(self.input_text_files), bool(self.text_corpus)]
+        if sum(given) != 1:
+            raise ValueError("give exactly one of --input_file, --input_text_file and --text_corpus")
+        if self.text_corpus and self.text_corpus not in EMBEDDED_CORPORA:
+            raise ValueError(f"--text_corpus={self.text_corpus}: not one of {', '.join(EMBEDDED_CORPORA)}")
+        if self.input_files and not self.vocab_file:
+            raise ValueError("--vocab_file is required with --input_file")
+
+
+def _split_documents(text_files: list[str], directory: str, eval_documents: int) -> tuple[str, str]:
+    """Writes train.txt and eval.txt, holding out every n-th document for eval."""
+    train_path, eval_path = os.path.join(directory, "train.txt"), os.path.join(directory, "eval.txt")
+    if not (os.path.exists(train_path) and os.path.exists(eval_path)):
+        documents = pretraining.read_documents(text_files)
+        if len(documents) < 2:
+            raise ValueError(f"{', '.join(text_files)}: need at least 2 documents, found {len(documents)}")
+        every = max(2, len(documents) // max(1, eval_documents))
+        corpora.write_documents(eval_path, documents[::every])
+        corpora.write_documents(train_path, [d for i, d in enumerate(documents) if i % every])
+    return train_path, eval_path
+
+
+def prepare_text_data(data: DataConfig, directory: str, max_seq_length: int,
+                      max_predictions_per_seq: int) -> tuple[str, list[str], list[str]]:
+    """Vocab and train/eval TFRecords from plain text; returns (vocab, train, eval) files."""
+    os.makedirs(directory, exist_ok=True)
+    if data.text_corpus:
+        text_files = [str(EMBEDDED_CORPORA[data.text_corpus]())]
+    else:
+        text_files = pretraining.expand_input_patterns(data.input_text_files)
+    train_text, eval_text = _split_documents(text_files, directory, data.eval_documents)
+    vocab_file = data.vocab_file or os.path.join(directory, "vocab.txt")
+    if not os.path.exists(vocab_file):
+        logging.info("learning a %d-token WordPiece vocab from %s", data.vocab_size, train_text)
+        vocab_builder.build_vocab([train_text], data.vocab_size, data.do_lower_case, vocab_file)
+    tokenizer = BertTokenizer(vocab_file, lower_case=data.do_lower_case)
+    outputs = []
+    for name, text, dupe, static in (("train", train_text, data.dupe_factor, not data.dynamic_masking),
+                                     ("eval", eval_text, 1, True)):
+        output = os.path.join(directory, f"{name}_{max_seq_length}.tfrecord")
+        if not os.path.exists(output):
+            stats = create_pretraining_data(PretrainingDataOptions(
+                input_files=[text], output_file=output, vocab_file=vocab_file,
+                do_lower_case=data.do_lower_case, max_seq_length=max_seq_length,
+                max_predictions_per_seq=max_predictions_per_seq, masked_lm_prob=data.masked_lm_prob,
+                dupe_factor=dupe, random_seed=data.seed, short_seq_prob=data.short_seq_prob,
+                do_whole_word_mask=data.do_whole_word_mask, word_boundaries=data.word_boundaries,
+                static_masking=static), tokenizer)
+            logging.info("%s: %d examples", output, stats.examples)
+        outputs.append([output])
+    return vocab_file, outputs[0], outputs[1]
+
+
+def resolve_model_config(bert_config_file: str | None, preset: str | None,
+                         vocab: list[str], do_lower_case: bool) -> BertConfig:
+    """The model config: a file, or a preset sized to the vocab."""
+    if bert_config_file:
+        config = BertConfig.from_json_file(bert_config_file)
+        if config.vocab_size < len(vocab):
+            raise ValueError(f"--bert_config_file={bert_config_file}: vocab_size {config.vocab_size} "
+                             f"is smaller than the vocab ({len(vocab)} tokens)")
+        return config
+    return configs.get_preset(preset or "base_uncased").replace(
+        vocab_size=len(vocab), do_lower_case=do_lower_case)
+
+
+def run(data: DataConfig, model_preset: str | None, bert_config_file: str | None,
+        optimizer: OptimizerConfig, training: PretrainingConfig, strategy: tf.distribute.Strategy,
+        hparams: dict | None = None) -> dict[str, float]:
+    """Prepares the data when given text, then pretrains. Returns the last metrics."""
+    seq, predictions = training.max_seq_length, training.max_predictions_per_seq
+    if data.input_files:
+        vocab_file, train_files, eval_files = data.vocab_file, list(data.input_files), list(data.eval_input_files)
+    else:
+        vocab_file, train_files, eval_files = prepare_text_data(
+            data, os.path.join(training.output_dir, "data"), seq, predictions)
+    vocab = load_vocab(vocab_file)
+    special = special_token_ids(vocab, vocab_file)
+    model_config = resolve_model_config(bert_config_file, model_preset, vocab, data.do_lower_case)
+    if seq > model_config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={seq} exceeds max_position_embeddings="
+                         f"{model_config.max_position_embeddings} of the model")
+    masker = None
+    if data.dynamic_masking:
+        masker = MaskedLmMasker(vocab_size=len(vocab), mask_id=special["[MASK]"],
+                                unmaskable_ids=(special["[CLS]"], special["[SEP]"], special["[PAD]"]),
+                                max_predictions_per_seq=predictions, masked_lm_prob=data.masked_lm_prob)
+
+    def train_dataset_fn(batch_size, context):
+        return pretraining_dataset(train_files, batch_size=batch_size, max_seq_length=seq,
+                                   max_predictions_per_seq=predictions, is_training=True,
+                                   masker=masker, whole_word_mask=data.do_whole_word_mask,
+                                   seed=data.seed, input_context=context)
+
+    def eval_dataset_fn(batch_size, context):
+        return pretraining_dataset(eval_files, batch_size=batch_size, max_seq_length=seq,
+                                   max_predictions_per_seq=predictions, is_training=False,
+                                   input_context=context)
+
+    # A checkpoint's input position only means something for the same files and shapes.
+    fingerprint = hashlib.sha256(json.dumps(
+        [sorted(pretraining.expand_input_patterns(train_files)), seq, predictions,
+         data.dynamic_masking, training.train_batch_size]).encode()).hexdigest()
+    training = dataclasses.replace(training, data_fingerprint=fingerprint)
+    return run_pretraining(model_config, optimizer, training, strategy, train_dataset_fn,
+                           eval_dataset_fn if eval_files else None, vocab=vocab,
+                           vocab_file=vocab_file, hparams=hparams)
