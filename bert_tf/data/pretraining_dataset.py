@@ -39,14 +39,6 @@ class SpecialTokenIds(Protocol):
     pad_id: int
 
 
-class TokenizerLayer(SpecialTokenIds, Protocol):
-    """What in-graph tokenization needs; `BertTokenizer` is one."""
-
-    vocabulary: Sequence[str]
-
-    def __call__(self, texts: tf.Tensor) -> tf.RaggedTensor: ...
-
-
 def pack_pairs(tokens_a: tf.RaggedTensor, tokens_b: tf.RaggedTensor,
                word_starts_a: tf.RaggedTensor | None, word_starts_b: tf.RaggedTensor | None, *,
                max_seq_length: int, special: SpecialTokenIds) -> dict[str, tf.Tensor]:
@@ -234,7 +226,7 @@ def text_pretraining_dataset(documents: Sequence[pretraining.Document], *, batch
     return ds.prefetch(AUTOTUNE)
 
 
-def text_pair_pretraining_dataset(pairs: tf.data.Dataset, *, tokenizer: TokenizerLayer,
+def text_pair_pretraining_dataset(pairs: tf.data.Dataset, *, tokenizer: pretraining.Tokenizer,
                                   batch_size: int, max_seq_length: int, masker: MaskedLmMasker,
                                   whole_word_mask: bool = False, is_training: bool = True,
                                   seed: int | None = None) -> tf.data.Dataset:

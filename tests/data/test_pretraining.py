@@ -297,6 +297,19 @@ def test_pairs_follow_the_recipe():
     assert np.mean([i.tokens_a[0] in sentence_start for i in instances]) > 0.5
 
 
+def test_one_sentence_documents_still_give_half_true_pairs():
+    rng = random.Random(2)
+    lengths = [rng.randint(2, 30) for _ in range(400)]
+    documents = [[pretraining.Sentence(list(range(100 * d, 100 * d + n)), [True] * n)]
+                 for d, n in enumerate(lengths)]
+    instances = pretraining.create_instances(documents, max_seq_length=64, short_seq_prob=0.1,
+                                             dupe_factor=10, rng=rng)
+    assert abs(np.mean([i.is_random_next for i in instances]) - 0.5) < 0.02
+    for instance in instances:
+        if not instance.is_random_next:  # the sentence cut in two
+            np.testing.assert_array_equal(instance.tokens_b[0], instance.tokens_a[-1] + 1)
+
+
 def test_read_documents_and_filter(tmp_path):
     path = tmp_path / "c.txt"
     path.write_text("\n\na b\nc\n\n\nd e f\n\n", encoding="utf-8")
