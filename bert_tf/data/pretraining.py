@@ -1,9 +1,10 @@
 """Pretraining instances, the google-research/bert `create_pretraining_data` recipe.
 
 Input: documents of sentences (plain text, one sentence a line, a blank line
-between documents; or one paragraph a line, split into sentences). Each document yields sequences filled up to a target
-length from consecutive sentences (shorter targets with `short_seq_prob`),
-split at a random sentence boundary into segments A and B; B is the true
+between documents; or one paragraph a line, split into sentences). Each
+document yields sequences filled up to a target length from consecutive
+sentences (shorter targets with `short_seq_prob`), split at a random
+sentence boundary into segments A and B; B is the true
 continuation (next_sentence_label 0) or, half the time, a run of sentences
 from another document (label 1), the unused sentences being put back.
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import os
 import random
 from typing import Iterator, Protocol, Sequence
 
