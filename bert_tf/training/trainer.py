@@ -73,8 +73,8 @@ def _worker_info(strategy: tf.distribute.Strategy) -> tuple[int, int]:
     return resolver.cluster_spec().num_tasks("worker"), resolver.task_id or 0
 
 
-class _Step:
-    """Builds the compiled train and eval steps of one model/optimizer pair."""
+class TrainStep:
+    """The compiled train and eval steps of one model/optimizer pair (used by benchmarks too)."""
 
     def __init__(self, model: BertPretrainer, optimizer, strategy, config: PretrainingConfig,
                  num_workers: int, clip_norm: float | None):
@@ -314,7 +314,7 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
             json.dump({"fingerprint": config.data_fingerprint}, f)
         os.replace(fingerprint_file + ".tmp", fingerprint_file)
 
-    steps = _Step(model, optimizer, strategy, config, num_workers, optimizer_config.clip_norm)
+    steps = TrainStep(model, optimizer, strategy, config, num_workers, optimizer_config.clip_norm)
     summaries = _Summaries(config.output_dir, chief)
     if hparams:
         summaries.hparams(hparams)
