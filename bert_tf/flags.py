@@ -39,9 +39,30 @@ def define_model_input_flags() -> None:
         "its max_position_embeddings."))
 
 
+def define_masked_lm_flags() -> None:
+    """How masked-LM targets are chosen: create_pretraining_data.py and run_pretraining.py."""
+    define_model_input_flags()
+    if "max_predictions_per_seq" in FLAGS:
+        return
+    flags.DEFINE_integer("max_predictions_per_seq", 20,
+                         "Most masked-LM targets per sequence.", lower_bound=1)
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens chosen for masked LM.")
+    flags.DEFINE_boolean("do_whole_word_mask", False,
+                         "Mask whole words rather than single word pieces.")
+    flags.DEFINE_enum("word_boundaries", "wordpiece", WORD_BOUNDARIES,
+                      "Where words start for whole-word masking: wordpiece (## pieces, "
+                      "English), jieba (Chinese segmenter) or whitespace (pre-segmented text).")
+    flags.register_multi_flags_validator(
+        ["max_predictions_per_seq", "max_seq_length"],
+        lambda f: f["max_predictions_per_seq"] <= f["max_seq_length"],
+        message="--max_predictions_per_seq must not exceed --max_seq_length")
+    flags.register_validator("masked_lm_prob", lambda p: 0.0 < p < 1.0,
+                             message="--masked_lm_prob must be in (0, 1)")
+
+
 def define_pretraining_data_flags() -> None:
     """Flags of create_pretraining_data.py (the original tool's names and defaults)."""
-    define_model_input_flags()
+    define_masked_lm_flags()
     flags.DEFINE_list("input_file", None,
                       "Comma-separated globs of text files: one sentence a line, "
                       "a blank line between documents.")
@@ -50,10 +71,6 @@ def define_pretraining_data_flags() -> None:
                       "paragraphs: one paragraph (document) a line, split into sentences.")
     flags.DEFINE_string("output_file", None,
                         "TFRecord file to write; with --num_shards > 1, suffixed -KKKKK-of-NNNNN.")
-    flags.DEFINE_integer("max_predictions_per_seq", 20,
-                         "Most masked-LM targets per sequence.", lower_bound=1)
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens chosen for masked LM.",
-                       lower_bound=0.0, upper_bound=1.0)
     flags.DEFINE_integer("dupe_factor", 10,
                          "Passes over the corpus, each with different pairs and masks.",
                          lower_bound=1)
@@ -61,11 +78,6 @@ def define_pretraining_data_flags() -> None:
     flags.DEFINE_float("short_seq_prob", 0.1,
                        "Probability of a shorter random target length.",
                        lower_bound=0.0, upper_bound=1.0)
-    flags.DEFINE_boolean("do_whole_word_mask", False,
-                         "Mask whole words rather than single word pieces.")
-    flags.DEFINE_enum("word_boundaries", "wordpiece", WORD_BOUNDARIES,
-                      "Where words start for whole-word masking: wordpiece (## pieces, "
-                      "English), jieba (Chinese segmenter) or whitespace (pre-segmented text).")
     flags.DEFINE_boolean("static_masking", True,
                          "Write masked examples; false writes unmasked pairs for dynamic "
                          "masking in the input pipeline.")
@@ -79,14 +91,8 @@ def define_pretraining_data_flags() -> None:
     for name in ("input_file", "output_file", "vocab_file"):
         flags.mark_flag_as_required(name)
     flags.register_multi_flags_validator(
-        ["max_predictions_per_seq", "max_seq_length"],
-        lambda f: f["max_predictions_per_seq"] <= f["max_seq_length"],
-        message="--max_predictions_per_seq must not exceed --max_seq_length")
-    flags.register_multi_flags_validator(
         ["shard_index", "num_shards"], lambda f: f["shard_index"] < f["num_shards"],
         message="--shard_index must be less than --num_shards")
-    flags.register_validator("masked_lm_prob", lambda p: 0.0 < p < 1.0,
-                             message="--masked_lm_prob must be in (0, 1)")
 
 
 def exit_with_error(message: object) -> NoReturn:
@@ -112,7 +118,7 @@ def define_pretraining_flags() -> None:
     from bert_tf.training.pretraining_job import EMBEDDED_CORPORA
     from bert_tf.training.trainer import PRECISIONS
 
-    define_model_input_flags()
+    define_masked_lm_flags()
     flags.DEFINE_enum("model_preset", "base_uncased", sorted(PRESETS),
                       "Model size when no --bert_config_file is given; vocab_size follows the vocab.")
     flags.DEFINE_list("input_file", None, "Comma-separated globs of pretraining TFRecords.")
@@ -128,16 +134,10 @@ def define_pretraining_flags() -> None:
     flags.DEFINE_string("init_checkpoint", None,
                         "Model directory, TF1 checkpoint or Hugging Face directory to start "
                         "from (weights only; a checkpoint in --output_dir takes precedence).")
-    flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked-LM targets per sequence.",
-                         lower_bound=1)
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens masked.")
     flags.DEFINE_integer("dupe_factor", 5, "Passes over a text corpus when writing records.",
                          lower_bound=1)
     flags.DEFINE_boolean("dynamic_masking", False,
                          "Mask anew every epoch in tf.data (text input: records are written unmasked).")
-    flags.DEFINE_boolean("do_whole_word_mask", False, "Mask whole words.")
-    flags.DEFINE_enum("word_boundaries", "wordpiece", ["wordpiece", "jieba", "whitespace"],
-                      "Where words start for whole-word masking.")
     flags.DEFINE_integer("train_batch_size", 32, "Global batch of one optimizer step.",
                          lower_bound=1)
     flags.DEFINE_integer("eval_batch_size", 32, "Global eval batch.", lower_bound=1)
@@ -172,10 +172,6 @@ def define_pretraining_flags() -> None:
     flags.DEFINE_integer("max_eval_steps", 20, "Eval batches per evaluation.", lower_bound=1)
     flags.DEFINE_float("peak_tflops", None, "Peak TFLOP/s per replica for MFU; measured when unset.")
     flags.mark_flag_as_required("output_dir")
-    flags.register_multi_flags_validator(
-        ["max_predictions_per_seq", "max_seq_length"],
-        lambda f: f["max_predictions_per_seq"] <= f["max_seq_length"],
-        message="--max_predictions_per_seq must not exceed --max_seq_length")
     flags.register_multi_flags_validator(
         ["train_batch_size", "gradient_accumulation_steps"],
         lambda f: f["train_batch_size"] % f["gradient_accumulation_steps"] == 0,
