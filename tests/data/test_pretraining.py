@@ -353,7 +353,8 @@ def test_word_starts_from_pieces_jieba_and_pre_segmented_text(bert_tokenizer):
 
 
 @pytest.mark.parametrize("corpus_file, boundaries", [("en_corpus.txt", "wordpiece"),
-                                                     ("zh_segmented.txt", "whitespace")])
+                                                     ("zh_segmented.txt", "whitespace"),
+                                                     ("zh_segmented.txt", "jieba")])
 def test_whole_word_masking_of_real_text(bert_tokenizer, tmp_path, corpus_file, boundaries):
     options = dict(input_files=[os.path.join(TESTDATA, corpus_file)], vocab_file="unused",
                    max_seq_length=64, max_predictions_per_seq=10, dupe_factor=20,
