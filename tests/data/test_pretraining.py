@@ -222,6 +222,38 @@ def test_dynamic_masking_from_records_statistics_and_seeds(written):
                       wwm["masked_lm_positions"], wwm["masked_lm_weights"])
 
 
+def test_records_written_the_original_way_load_with_model_names(tmp_path):
+    """Examples laid out as google-research/bert writes them (features in its order)."""
+    rng = np.random.default_rng(0)
+    path = str(tmp_path / "original.tfrecord")
+    rows = []
+    with tf.io.TFRecordWriter(path) as writer:
+        for _ in range(6):
+            row = {"input_ids": rng.integers(0, 800, S), "input_mask": rng.integers(0, 2, S),
+                   "segment_ids": rng.integers(0, 2, S), "masked_lm_positions": rng.integers(0, S, P),
+                   "masked_lm_ids": rng.integers(0, 800, P), "masked_lm_weights": rng.random(P),
+                   "next_sentence_labels": rng.integers(0, 2, 1)}
+            features = {name: tf.train.Feature(float_list=tf.train.FloatList(value=v))
+                        if name == "masked_lm_weights" else
+                        tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+                        for name, v in row.items()}
+            writer.write(tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString())
+            rows.append(row)
+    [batch] = pretraining_dataset.pretraining_dataset(
+        [path], batch_size=6, max_seq_length=S, max_predictions_per_seq=P,
+        is_training=False).as_numpy_iterator()
+    for record_name, model_name in [("input_ids", "input_word_ids"), ("input_mask", "input_mask"),
+                                    ("segment_ids", "input_type_ids"),
+                                    ("masked_lm_positions", "masked_lm_positions"),
+                                    ("masked_lm_ids", "masked_lm_ids")]:
+        np.testing.assert_array_equal(batch[model_name], [r[record_name] for r in rows])
+        assert batch[model_name].dtype == np.int32
+    np.testing.assert_allclose(batch["masked_lm_weights"], [r["masked_lm_weights"] for r in rows],
+                               rtol=1e-6)
+    np.testing.assert_array_equal(batch["next_sentence_labels"],
+                                  [r["next_sentence_labels"][0] for r in rows])
+
+
 def test_training_pipeline_shapes_and_per_worker_shards(written):
     path = [str(written.dir / "masked.tfrecord")]
     ds = pretraining_dataset.pretraining_dataset(path, batch_size=64, max_seq_length=S,
