@@ -36,6 +36,7 @@ from bert_tf.modeling.pretrainer import BertPretrainer
 CONFIG_NAME = "bert_config.json"
 VOCAB_NAME = "vocab.txt"
 CHECKPOINT_NAME = "bert_model.ckpt"
+TASK_NAME = "task.json"
 HF_CONFIG_NAME = "config.json"
 HF_WEIGHTS_NAME = "model.safetensors"
 HF_INDEX_NAME = "model.safetensors.index.json"
@@ -353,6 +354,26 @@ def load_pretrainer(path: str | os.PathLike, input_format: str | None = None) ->
     return _load(path, BertPretrainer, input_format)
 
 
+def load_task_model(path: str | os.PathLike) -> keras.Model:
+    """Loads a fine-tuned model directory (with task.json) into its task model.
+
+    Returns:
+        The model, with `.config`, `.vocab_file` and `.task_info` (the task.json dict).
+    """
+    from bert_tf.modeling.task_models import build_task_model
+
+    files = locate(path, "tf1")
+    task_file = os.path.join(os.path.dirname(files.config_file), TASK_NAME)
+    if not os.path.exists(task_file):
+        raise FileNotFoundError(f"{task_file}: not found; {path} is not a fine-tuned model directory")
+    with open(task_file, encoding="utf-8") as f:
+        task_info = json.load(f)
+    model = build_task_model(BertConfig.from_json_file(files.config_file), task_info)
+    assign_from_source(model, _table_for(model), _open(files, model.config))
+    model.vocab_file, model.task_info = files.vocab_file, task_info
+    return model
+
+
 def has_pretraining_heads(path: str | os.PathLike, input_format: str | None = None) -> bool:
     """Whether the checkpoint at `path` holds the MLM and NSP heads."""
     files = locate(path, input_format)
@@ -364,16 +385,23 @@ def has_pretraining_heads(path: str | os.PathLike, input_format: str | None = No
 
 
 def _table_for(model: keras.Model) -> list[Entry]:
+    """Every variable of a BERT model: original names for the encoder (and the
+    pretraining heads); a task model's own head variables keep their Keras path."""
     if isinstance(model, BertPretrainer):
         return pretrainer_table(model.config)
     if isinstance(model, BertEncoder):
         return encoder_table(model.config)
-    raise TypeError(f"expected a BertEncoder or BertPretrainer, got {type(model).__name__}")
+    if not isinstance(getattr(model, "encoder", None), BertEncoder):
+        raise TypeError(f"expected a BERT model with an encoder, got {type(model).__name__}")
+    table = encoder_table(model.config)
+    known = {e.path for e in table}
+    return table + [Entry(v.path, v.path, v.path) for v in model.weights if v.path not in known]
 
 
-def save_model_dir(model: BertEncoder | BertPretrainer, directory: str | os.PathLike,
-                   vocab_file: str | os.PathLike | None = None) -> str:
-    """Writes a project model directory: bert_config.json, vocab.txt, bert_model.ckpt.
+def save_model_dir(model: keras.Model, directory: str | os.PathLike,
+                   vocab_file: str | os.PathLike | None = None, task_info: dict | None = None) -> str:
+    """Writes a project model directory: bert_config.json, vocab.txt, bert_model.ckpt
+    (+ task.json for a fine-tuned task model: its type, labels, head, max_seq_length).
 
     The checkpoint uses the original TF1 variable names, so google-research/bert
     reads it too. Everything is written to a temporary sibling directory first
@@ -394,6 +422,9 @@ def save_model_dir(model: BertEncoder | BertPretrainer, directory: str | os.Path
         model.config.to_json_file(os.path.join(tmp, CONFIG_NAME))
         if vocab_file is not None:
             shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_NAME))
+        if task_info is not None:
+            with open(os.path.join(tmp, TASK_NAME), "w", encoding="utf-8") as f:
+                json.dump(task_info, f, indent=2, sort_keys=True, ensure_ascii=False)
         variables = _variables_by_path(model)
         table = _table_for(model)
         names = [e.tf1 for e in table]

@@ -119,8 +119,12 @@ class TrainStep:
             loss = tf.add_n([tf.math.divide_no_nan(sums[term], weight_totals[weight])
                              for term, weight in self.task.loss_terms.items()])
             scaled = self.optimizer.scale_loss(loss)
-        grads = tape.gradient(scaled, self.model.trainable_variables)
-        return [tf.convert_to_tensor(g) for g in grads], sums
+        variables = self.model.trainable_variables
+        grads = tape.gradient(scaled, variables)
+        # Unused variables (the pooler under a conv head) get zeros, so every
+        # gradient can be summed and all-reduced alike.
+        return [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                for g, v in zip(grads, variables)], sums
 
     def _replica_train(self, batch: dict):
         ctx = tf.distribute.get_replica_context()

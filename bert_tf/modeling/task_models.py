@@ -1,0 +1,123 @@
+"""Task models: the encoder with a classification, tagging or span head."""
+
+from __future__ import annotations
+
+import keras
+
+from bert_tf.configs import BertConfig
+from bert_tf.modeling.encoder import BertEncoder, encoder_inputs
+from bert_tf.modeling.heads import ClassificationHead
+from bert_tf.modeling.layers import _config_from, initializer
+
+_REGISTER = keras.saving.register_keras_serializable(package="bert_tf")
+
+
+class _TaskModel(keras.Model):
+    """Shared config plumbing: constructor args == get_config keys."""
+
+    def get_config(self) -> dict:
+        return {**self._task_args, "config": self.config.to_dict(), "name": self.name,
+                "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config: dict):
+        return cls(**config)
+
+
+@_REGISTER
+class BertClassifier(_TaskModel):
+    """Sentence (pair) classification or regression.
+
+    Outputs `logits`, float32 `[batch_size, num_classes]` (`num_classes=1`:
+    the regression score).
+
+    Args:
+        config: the encoder's BertConfig.
+        num_classes: number of labels, 1 for regression.
+        head: "pooled", "conv", "conv_avg_max" or "concat_last_n" (see heads.py).
+        head_args: extra ClassificationHead arguments (conv_filters, last_n, ...).
+    """
+
+    def __init__(self, config: BertConfig | dict, num_classes: int, head: str = "pooled",
+                 head_args: dict | None = None, **kwargs):
+        config = _config_from(config)
+        kwargs.setdefault("name", "bert_classifier")
+        # === Layers ===
+        self.encoder = BertEncoder(config)
+        self.head = ClassificationHead(config, num_classes, head, **(head_args or {}))
+        # === Functional model ===
+        inputs = encoder_inputs()
+        logits = self.head(self.encoder(inputs), inputs["input_mask"])
+        super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
+        # === Config ===
+        self.config = config
+        self._task_args = {"num_classes": num_classes, "head": head, "head_args": head_args}
+
+
+@_REGISTER
+class BertTagger(_TaskModel):
+    """Token tagging: per-token `logits`, float32 `[batch_size, seq_length, num_tags]`.
+
+    With a CRF (`crf_tags` given) the logits are the CRF's emission scores and
+    `self.crf` decodes them; without, a softmax over each token.
+    """
+
+    def __init__(self, config: BertConfig | dict, num_tags: int, crf_tags: list[str] | None = None,
+                 **kwargs):
+        config = _config_from(config)
+        kwargs.setdefault("name", "bert_tagger")
+        # === Layers ===
+        self.encoder = BertEncoder(config)
+        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+        self.emissions = keras.layers.Dense(num_tags, kernel_initializer=initializer(config),
+                                            name="tagger")
+        self.crf = None
+        if crf_tags is not None:
+            from bert_tf.modeling.crf import CRF
+
+            self.crf = CRF(tags=crf_tags, name="crf")
+        # === Functional model ===
+        inputs = encoder_inputs()
+        sequence = self.encoder(inputs)["sequence_output"]
+        logits = keras.ops.cast(self.emissions(self.dropout(sequence)), "float32")
+        super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
+        if self.crf is not None:
+            self.crf.build((None, None, num_tags))
+        # === Config ===
+        self.config = config
+        self._task_args = {"num_tags": num_tags, "crf_tags": crf_tags}
+
+
+@_REGISTER
+class BertSpanLabeler(_TaskModel):
+    """Extractive QA: `start_logits` and `end_logits`, float32 `[batch_size, seq_length]`."""
+
+    def __init__(self, config: BertConfig | dict, **kwargs):
+        config = _config_from(config)
+        kwargs.setdefault("name", "bert_span_labeler")
+        # === Layers ===
+        self.encoder = BertEncoder(config)
+        self.span = keras.layers.Dense(2, kernel_initializer=initializer(config), name="squad")
+        # === Functional model ===
+        inputs = encoder_inputs()
+        logits = keras.ops.cast(self.span(self.encoder(inputs)["sequence_output"]), "float32")
+        outputs = {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        # === Config ===
+        self.config = config
+        self._task_args = {}
+
+
+def build_task_model(config: BertConfig, task_info: dict) -> keras.Model:
+    """Builds the model that a task.json describes (weights not loaded)."""
+    kind = task_info.get("task")
+    if kind == "classification":
+        labels = task_info.get("labels") or []
+        return BertClassifier(config, num_classes=len(labels) if labels else 1,
+                              head=task_info.get("head", "pooled"), head_args=task_info.get("head_args"))
+    if kind == "tagging":
+        tags = task_info["labels"]
+        return BertTagger(config, num_tags=len(tags), crf_tags=tags if task_info.get("crf") else None)
+    if kind == "squad":
+        return BertSpanLabeler(config)
+    raise ValueError(f"unknown task type {kind!r} in task.json")
