@@ -1,0 +1,524 @@
+"""SQuAD: reading, windowed features, decoding back to the original text, official metrics."""
+
+import copy
+import itertools
+import json
+import os
+import string
+
+import numpy as np
+import pytest
+
+from bert_tf.data import squad, squad_metrics
+from bert_tf.data.tokenization import BertTokenizer
+
+TESTDATA = os.path.join(os.path.dirname(__file__), os.pardir, "testdata")
+V1 = os.path.join(TESTDATA, "squad_v1.1.json")
+V2 = os.path.join(TESTDATA, "squad_v2.0.json")
+# Small enough that the fixture contexts need two windows.
+SHAPE = dict(max_seq_length=48, doc_stride=16, max_query_length=12)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(minilm_dir):
+    return BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), lower_case=True)
+
+
+def _load(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _write_json(tmp_path, dataset, name="squad.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(dataset, ensure_ascii=False), encoding="utf-8")
+    return str(path)
+
+
+def _one_paragraph(context, questions):
+    """A v1.1 file with one paragraph; questions are (id, question, answer text)."""
+    qas = [{"id": qid, "question": question,
+            "answers": [{"text": answer, "answer_start": context.index(answer)}]}
+           for qid, question, answer in questions]
+    return {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}
+
+
+def _point_logits(arrays, features, low=-10.0, high=5.0):
+    """Logits that peak at every training feature's start/end position."""
+    shape = arrays["input_word_ids"].shape
+    start, end = np.full(shape, low), np.full(shape, low)
+    rows = np.arange(len(features))
+    start[rows, arrays["start_positions"]] = high
+    end[rows, arrays["end_positions"]] = high
+    return start, end
+
+
+# Reading.
+
+def test_reads_v1_words_spans_and_all_gold_answers():
+    examples, skipped = squad.read_squad_examples(V1, is_training=True)
+    assert skipped == 0
+    assert [e.qas_id for e in examples] == [f"v1q{i}" for i in range(1, 9)]
+    by_id = {e.qas_id: e for e in examples}
+    context = by_id["v1q1"].context
+    assert context is by_id["v1q5"].context  # one paragraph, one shared context
+    assert context.words == context.text.split()
+    for start, end, word in zip(context.word_starts, context.word_ends, context.words):
+        assert context.text[start:end] == word
+    # The training answer "1985" lies inside the word "1985)".
+    when = by_id["v1q2"]
+    assert when.answers == ("1985", "in 1985", "(in 1985)")
+    assert context.words[when.start_word:when.end_word + 1] == ["1985)"]
+    assert context.words[by_id["v1q3"].start_word:by_id["v1q3"].end_word + 1] == ["José", "Ñúñez,"]
+    assert squad.gold_answers(examples)["v1q4"] == ["Rösti", "“Rösti”"]
+
+
+def test_reads_v2_impossible_questions_without_span():
+    examples, _ = squad.read_squad_examples(V2, is_training=True, version_2_with_negative=True)
+    impossible = {e.qas_id for e in examples if e.is_impossible}
+    assert impossible == {"v2q2", "v2q4"}
+    for e in examples:
+        assert (e.start_word == -1) == e.is_impossible
+        assert (e.answers == ()) == e.is_impossible
+    with pytest.raises(ValueError, match=r"squad_v2\.0\.json: question id 'v2q2': is_impossible"):
+        squad.read_squad_examples(V2, is_training=True)
+
+
+def test_evaluation_reading_keeps_answers_without_span():
+    examples, _ = squad.read_squad_examples(V1, is_training=False)
+    assert all(e.start_word == -1 and e.answer_text == "" for e in examples)
+    assert sum(len(e.answers) for e in examples) == 13
+
+
+def _break_question(dataset, qid, change):
+    for article in dataset["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                if qa["id"] == qid:
+                    change(qa)
+    return dataset
+
+
+@pytest.mark.parametrize("qid,change,message", [
+    ("v1q3", lambda qa: qa.pop("question"), "lacks the field 'question'"),
+    ("v1q5", lambda qa: qa["answers"][0].update(answer_start=qa["answers"][0]["answer_start"] + 1),
+     "answer 'Zürich' is not at answer_start 32"),
+    ("v1q6", lambda qa: qa["answers"][0].update(answer_start="99"), "field 'answer_start' is str, not int"),
+    ("v1q7", lambda qa: qa.update(answers=[]), "has no answer"),
+    ("v1q8", lambda qa: qa.update(id="v1q1"), "repeats an earlier question id"),
+])
+def test_malformed_question_is_named_or_skipped_and_counted(tmp_path, qid, change, message):
+    path = _write_json(tmp_path, _break_question(_load(V1), qid, change))
+    shown = "v1q1" if qid == "v1q8" else qid
+    with pytest.raises(ValueError) as error:
+        squad.read_squad_examples(path, is_training=True)
+    assert str(error.value).startswith(f"{path}: question id {shown!r}: ")
+    assert message in str(error.value)
+    examples, skipped = squad.read_squad_examples(path, is_training=True, skip_bad_rows=True)
+    assert skipped == 1
+    assert len(examples) == 7
+    assert len({e.qas_id for e in examples}) == 7
+
+
+def test_missing_id_and_missing_context_are_located(tmp_path):
+    dataset = _break_question(_load(V1), "v1q2", lambda qa: qa.pop("id"))
+    path = _write_json(tmp_path, dataset)
+    with pytest.raises(ValueError, match=r"article 0 paragraph 0 question 1: lacks a string field 'id'"):
+        squad.read_squad_examples(path, is_training=False)
+    dataset = _load(V1)
+    del dataset["data"][1]["paragraphs"][0]["context"]
+    path = _write_json(tmp_path, dataset, "no_context.json")
+    with pytest.raises(ValueError, match=r"no_context\.json: article 1 paragraph 0: paragraph lacks the field"):
+        squad.read_squad_examples(path, is_training=False)
+    examples, skipped = squad.read_squad_examples(path, is_training=False, skip_bad_rows=True)
+    assert (len(examples), skipped) == (5, 3)  # the paragraph's three questions are lost
+
+
+def test_non_utf8_and_broken_json_name_the_file(tmp_path):
+    latin1 = tmp_path / "latin1.json"
+    latin1.write_bytes(json.dumps(_load(V1), ensure_ascii=False).encode("latin-1", "replace"))
+    with pytest.raises(ValueError, match=r"latin1\.json: not UTF-8 \(bad byte at offset \d+\)"):
+        squad.read_squad_examples(latin1, is_training=False)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"data": [\n{"title": "x",\n "paragraphs": [}', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"broken\.json: not valid JSON \(line 3, column 17"):
+        squad.read_squad_examples(broken, is_training=False)
+    with pytest.raises(FileNotFoundError, match="missing.json"):
+        squad.read_squad_examples(tmp_path / "missing.json", is_training=False)
+
+
+# Features.
+
+@pytest.mark.parametrize("path,v2", [(V1, False), (V2, True)])
+def test_training_features_round_trip_to_the_answer(tokenizer, path, v2):
+    examples, _ = squad.read_squad_examples(path, is_training=True, version_2_with_negative=v2)
+    arrays, features = squad.convert_examples_to_features(examples, tokenizer, is_training=True, **SHAPE)
+    n = len(features)
+    assert {k: v.shape for k, v in arrays.items()} == {
+        "input_word_ids": (n, 48), "input_mask": (n, 48), "input_type_ids": (n, 48),
+        "start_positions": (n,), "end_positions": (n,)}
+    assert all(v.dtype == np.int32 for v in arrays.values())
+    assert n > len(examples)  # some contexts need two windows
+    found = set()
+    for row, feature in enumerate(features):
+        start, end = arrays["start_positions"][row], arrays["end_positions"][row]
+        if feature.example.is_impossible:
+            assert start == end == 0
+        if start == 0:
+            assert end == 0
+            continue
+        assert feature.doc_offset <= start <= end < feature.doc_offset + feature.doc_length
+        span = tokenizer.detokenize(arrays["input_word_ids"][row:row + 1, start:end + 1])
+        answer = tokenizer.detokenize(tokenizer([feature.example.answer_text]))
+        assert span.numpy()[0] == answer.numpy()[0]
+        found.add(feature.example.qas_id)
+    assert found == {e.qas_id for e in examples if not e.is_impossible}
+
+
+def test_windows_pack_cls_query_sep_context_sep(tokenizer):
+    examples, _ = squad.read_squad_examples(V1, is_training=False)
+    arrays, features = squad.convert_examples_to_features(examples, tokenizer, is_training=False, **SHAPE)
+    assert set(arrays) == {"input_word_ids", "input_mask", "input_type_ids"}
+    for row, feature in enumerate(features):
+        ids, mask, types = (arrays[k][row] for k in ("input_word_ids", "input_mask", "input_type_ids"))
+        length = feature.doc_offset + feature.doc_length + 1
+        query = tokenizer([feature.example.question]).numpy()[0][:SHAPE["max_query_length"]]
+        np.testing.assert_array_equal(ids[:feature.doc_offset],
+                                      [tokenizer.cls_id, *query, tokenizer.sep_id])
+        assert ids[length - 1] == tokenizer.sep_id
+        np.testing.assert_array_equal(ids[length:], tokenizer.pad_id)
+        np.testing.assert_array_equal(mask, np.arange(48) < length)
+        np.testing.assert_array_equal(types, (np.arange(48) >= feature.doc_offset) & (np.arange(48) < length))
+    # Word-by-word batched tokenization equals tokenizing the whole context.
+    context = examples[0].context.text
+    doc = features[0].doc
+    np.testing.assert_array_equal(doc.ids, tokenizer([context]).numpy()[0])
+
+
+def _reference_max_context(windows, piece):
+    """The original `_check_is_max_context`, restated with loops."""
+    best_score, best_window = None, None
+    for index, (start, length) in enumerate(windows):
+        end = start + length - 1
+        if piece < start or piece > end:
+            continue
+        score = min(piece - start, end - piece) + 0.01 * length
+        if best_score is None or score > best_score:
+            best_score, best_window = score, index
+    return best_window
+
+
+def test_long_context_is_split_with_stride_and_max_context(tokenizer, tmp_path):
+    with open(os.path.join(TESTDATA, "en_corpus.txt"), encoding="utf-8") as f:
+        context = " ".join(f.read().split())
+    path = _write_json(tmp_path, _one_paragraph(context, [("long", "Who returned from the market?",
+                                                           "the farmer")]))
+    examples, _ = squad.read_squad_examples(path, is_training=True)
+    arrays, features = squad.convert_examples_to_features(
+        examples, tokenizer, max_seq_length=64, doc_stride=20, max_query_length=8, is_training=True)
+    pieces = len(features[0].doc.ids)
+    room = 64 - (features[0].doc_offset - 2) - 3
+    assert pieces > 3 * room
+    windows = [(f.doc_start, f.doc_length) for f in features]
+    # Windows start every doc_stride pieces; the last one reaches the end.
+    assert [start for start, _ in windows] == list(range(0, 20 * len(windows), 20))
+    assert all(length == min(room, pieces - start) for start, length in windows)
+    assert windows[-1][0] + windows[-1][1] == pieces and windows[-2][0] + windows[-2][1] < pieces
+    owner = np.full(pieces, -1)
+    for w, feature in enumerate(features):
+        expected = [_reference_max_context(windows, feature.doc_start + i) == w
+                    for i in range(feature.doc_length)]
+        np.testing.assert_array_equal(feature.is_max_context, expected)
+        assert not (owner[feature.doc_start:feature.doc_start + feature.doc_length][feature.is_max_context] >= 0).any()
+        owner[feature.doc_start:feature.doc_start + feature.doc_length][feature.is_max_context] = w
+    assert (owner >= 0).all()  # every piece is scored in exactly one window
+    # The answer sits in the first windows only; later ones point at [CLS].
+    in_window = arrays["start_positions"] > 0
+    assert 1 <= in_window.sum() < len(features)
+    # Decoding the pointed span from every window gives the answer once.
+    start, end = _point_logits(arrays, features)
+    assert squad.decode_predictions(features, start, end).predictions == {"long": "the farmer"}
+
+
+def test_too_short_max_seq_length_is_an_error(tokenizer):
+    examples, _ = squad.read_squad_examples(V1, is_training=False)
+    with pytest.raises(ValueError, match="max_seq_length=15 leaves no room"):
+        squad.convert_examples_to_features(examples, tokenizer, max_seq_length=15, doc_stride=4,
+                                           max_query_length=12, is_training=False)
+
+
+# Decoding.
+
+@pytest.mark.parametrize("path,v2", [(V1, False), (V2, True)])
+def test_decoding_pointed_spans_gives_the_exact_original_substring(tokenizer, path, v2):
+    examples, _ = squad.read_squad_examples(path, is_training=True, version_2_with_negative=v2)
+    arrays, features = squad.convert_examples_to_features(examples, tokenizer, is_training=True, **SHAPE)
+    start, end = _point_logits(arrays, features)
+    if v2:
+        # [CLS] wins for impossible questions, loses elsewhere.
+        impossible = np.array([f.example.is_impossible for f in features])
+        start[:, 0] = end[:, 0] = np.where(impossible, 9.0, -9.0)
+    result = squad.decode_predictions(features, start, end, version_2_with_negative=v2)
+    # Case, accents and unicode punctuation as in the context; "1985" without "(in".
+    assert result.predictions == {e.qas_id: e.answer_text for e in examples}
+    if not v2:
+        assert result.predictions["v1q2"] == "1985" and result.predictions["v1q4"] == "Rösti"
+        assert result.null_odds is None
+    else:
+        assert result.predictions["v2q3"] == "The Grossmünster church"
+        # null - best span: 9 + 9 - (-10 - 10) without answer, -9 - 9 - (5 + 5) with one.
+        assert result.null_odds == {e.qas_id: 38.0 if e.is_impossible else -28.0 for e in examples}
+    for qid, nbest in result.nbest.items():
+        probabilities = [c["probability"] for c in nbest]
+        assert sum(probabilities) == pytest.approx(1.0)
+        assert probabilities == sorted(probabilities, reverse=True)
+        assert len({c["text"] for c in nbest}) == len(nbest) <= 20
+        assert nbest[0]["text"] == result.predictions[qid]
+
+
+def test_decoding_keeps_combining_marks_and_falls_back_to_words_for_unknown_pieces(tokenizer, tmp_path):
+    context = "Le (Cafe\u0301) des Artistes ouvre a\u0300 (MIDI\u2603X) pile, pre\u0300s du Pont\u00adNeuf."
+    path = _write_json(tmp_path, _one_paragraph(context, [
+        ("mark", "Quel café?", "Cafe\u0301"),
+        ("unknown", "Quand?", "MIDI\u2603X"),
+        ("deleted", "Où?", "Pont\u00adNeuf"),
+    ]))
+    examples, _ = squad.read_squad_examples(path, is_training=True)
+    arrays, features = squad.convert_examples_to_features(
+        examples, tokenizer, max_seq_length=64, doc_stride=16, max_query_length=8, is_training=True)
+    by_id = {f.example.qas_id: (row, f) for row, f in enumerate(features)}
+    row, feature = by_id["unknown"]
+    unknown = [p for p in feature.doc.pieces if p == "[UNK]"]
+    assert unknown  # the snowman has no piece in the vocab
+    start, end = _point_logits(arrays, features)
+    predictions = squad.decode_predictions(features, start, end).predictions
+    # The decomposed accent stays with its letter, the parenthesis does not.
+    assert predictions["mark"] == "Cafe\u0301"
+    # Pieces with an [UNK] cannot be aligned: the whole word, as the original.
+    assert predictions["unknown"] == "(MIDI\u2603X)"
+    # The deleted soft hyphen is kept inside, the final full stop left out.
+    assert predictions["deleted"] == "Pont\u00adNeuf"
+    # A span that ends inside a word ending in a comma leaves the comma out,
+    # and starting on a piece in the middle of a word starts there.
+    pieces = feature.doc.pieces
+    pile = pieces.index("pile")
+    s = feature.doc_offset + pile - feature.doc_start
+    assert squad.span_text(feature, s, s) == "pile"
+    assert squad.span_text(feature, s, s + 1) == "pile,"
+
+
+def test_v2_null_threshold_and_null_odds(tokenizer):
+    examples, _ = squad.read_squad_examples(V2, is_training=True, version_2_with_negative=True)
+    arrays, features = squad.convert_examples_to_features(examples, tokenizer, is_training=True, **SHAPE)
+    rows = [row for row, f in enumerate(features) if f.example.qas_id == "v2q3"]
+    assert len(rows) == 2  # the null score is the lowest of the two windows
+    shape = (2, SHAPE["max_seq_length"])
+    start, end = np.full(shape, -20.0), np.full(shape, -20.0)
+    first, last = arrays["start_positions"][rows[0]], arrays["end_positions"][rows[0]]
+    assert first > 0
+    start[0, first], end[0, last] = 3.0, 2.0  # span score 5
+    start[0, 0], end[0, 0] = 4.0, 4.0  # null 8
+    start[1, 0], end[1, 0] = 3.5, 3.0  # null 6.5, the minimum
+    window_features = [features[row] for row in rows]
+
+    def decode(threshold):
+        return squad.decode_predictions(window_features, start, end, version_2_with_negative=True,
+                                        null_score_diff_threshold=threshold)
+    span_kept, null_chosen = decode(1.6), decode(1.4)
+    assert span_kept.null_odds == null_chosen.null_odds == {"v2q3": pytest.approx(1.5)}
+    assert span_kept.predictions == {"v2q3": "The Grossmünster church"}
+    assert null_chosen.predictions == {"v2q3": ""}
+    texts = [c["text"] for c in null_chosen.nbest["v2q3"]]
+    assert texts[0] == "" and texts[1] == "The Grossmünster church"  # null 6.5 above the span's 5
+    null_entry = null_chosen.nbest["v2q3"][0]
+    assert (null_entry["start_logit"], null_entry["end_logit"]) == (3.5, 3.0)
+    # Without a valid span, the null answer is the only candidate.
+    start[0, first] = end[0, last] = -20.0
+    only_null = squad.decode_predictions(window_features, start, end, version_2_with_negative=True,
+                                         n_best_size=1, max_answer_length=1)
+    assert only_null.predictions == {"v2q3": ""}
+    assert only_null.null_odds == {"v2q3": float("inf")}
+    assert [c["text"] for c in only_null.nbest["v2q3"]] == [""]
+
+
+def test_writes_prediction_files_atomically(tmp_path, tokenizer):
+    examples, _ = squad.read_squad_examples(V2, is_training=False, version_2_with_negative=True)
+    arrays, features = squad.convert_examples_to_features(examples, tokenizer, is_training=False, **SHAPE)
+    logits = np.random.default_rng(0).normal(size=(2,) + arrays["input_word_ids"].shape)
+    result = squad.decode_predictions(features, *logits, version_2_with_negative=True, n_best_size=5)
+    paths = squad.write_predictions(tmp_path / "out", result)
+    assert sorted(os.listdir(tmp_path / "out")) == ["nbest_predictions.json", "null_odds.json",
+                                                   "predictions.json"]
+    assert [os.path.basename(p) for p in paths] == ["predictions.json", "nbest_predictions.json",
+                                                    "null_odds.json"]
+    assert _load(tmp_path / "out" / "predictions.json") == result.predictions
+    assert _load(tmp_path / "out" / "null_odds.json") == result.null_odds
+    nbest = _load(tmp_path / "out" / "nbest_predictions.json")
+    assert nbest == result.nbest
+    assert set(nbest["v2q1"][0]) == {"text", "probability", "start_logit", "end_logit"}
+    assert len(result.predictions) == 5 and all(len(v) <= 6 for v in nbest.values())
+
+
+# Metrics, against an independent restatement of the official scripts.
+
+def _ref_is_word_char(char):
+    # What Python's re counts as \w in a str pattern.
+    return char.isalnum() or char == "_"
+
+
+def _ref_normalize(text):
+    text = text.lower().translate({ord(c): None for c in string.punctuation})
+    pieces = []
+    for is_word, group in itertools.groupby(text, key=_ref_is_word_char):
+        run = "".join(group)
+        pieces.append(" " if is_word and run in ("a", "an", "the") else run)
+    return " ".join("".join(pieces).split())
+
+
+def _ref_f1(prediction_tokens, gold_tokens):
+    remaining = {}
+    for token in gold_tokens:
+        remaining[token] = remaining.get(token, 0) + 1
+    same = 0
+    for token in prediction_tokens:
+        if remaining.get(token, 0) > 0:
+            remaining[token] -= 1
+            same += 1
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(prediction_tokens), same / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def _ref_v1(gold, predictions):
+    em = f1 = 0.0
+    for qid in gold:
+        prediction = predictions.get(qid)
+        if prediction is None:
+            continue
+        p = _ref_normalize(prediction)
+        em += max(float(p == _ref_normalize(g)) for g in gold[qid])
+        f1 += max(_ref_f1(p.split(), _ref_normalize(g).split()) for g in gold[qid])
+    return {"exact_match": 100 * em / len(gold), "f1": 100 * f1 / len(gold)}
+
+
+def _ref_v2_scores(prediction, answers):
+    golds = [g for g in answers if _ref_normalize(g) != ""]
+    if not golds:
+        golds = [""]
+    p = _ref_normalize(prediction).split()
+    em = max(float(_ref_normalize(prediction) == _ref_normalize(g)) for g in golds)
+    f1 = 0.0
+    for g in golds:
+        t = _ref_normalize(g).split()
+        f1 = max(f1, float(p == t) if not p or not t else _ref_f1(p, t))
+    return em, f1
+
+
+def _ref_v2(gold, predictions, na_probs=None, thresh=1.0):
+    probs = na_probs or {}
+    raw = {qid: _ref_v2_scores(predictions[qid], gold[qid]) for qid in gold}
+    final = {}
+    for qid, (em, f1) in raw.items():
+        if probs.get(qid, 0.0) > thresh:
+            em = f1 = float(not gold[qid])
+        final[qid] = (em, f1)
+    result = {"exact": 100 * np.mean([v[0] for v in final.values()]),
+              "f1": 100 * np.mean([v[1] for v in final.values()]), "total": len(final)}
+    for name, has in (("HasAns", True), ("NoAns", False)):
+        part = [final[q] for q in gold if bool(gold[q]) == has]
+        if part:
+            result.update({f"{name}_exact": 100 * np.mean([v[0] for v in part]),
+                           f"{name}_f1": 100 * np.mean([v[1] for v in part]), f"{name}_total": len(part)})
+    if na_probs is not None:
+        # Brute force over thresholds: a question answers "no answer" when its
+        # score exceeds the threshold (the official sweep, for distinct scores).
+        for k, name in ((0, "exact"), (1, "f1")):
+            best = (sum(1.0 for q in gold if not gold[q]), 0.0)
+            for t in sorted(na_probs.values()):
+                score = sum(float(not gold[q]) if na_probs[q] > t else raw[q][k] for q in gold)
+                if score > best[0]:
+                    best = (score, t)
+            result[f"best_{name}"], result[f"best_{name}_thresh"] = 100 * best[0] / len(gold), best[1]
+    return result
+
+
+# (prediction, gold answers): empty answers, unicode punctuation that
+# string.punctuation lacks, several golds, articles only, repeats.
+CASES = [
+    ("Café Müller", ["Café Müller"]),
+    ("the Café Müller", ["Café Müller", "Müller"]),
+    ("“Rösti”", ["Rösti"]),
+    ("Rösti", ["“Rösti”", "Rösti"]),
+    ("", ["Paris"]),
+    ("Paris", [""]),
+    ("", [""]),
+    ("the", ["a"]),
+    ("an", ["Paris"]),
+    ("a  Paris,", ["paris"]),
+    ("10th and 11th centuries", ["in the 10th and 11th centuries", "11th century"]),
+    ("–", ["-"]),
+    ("1985 – 1990", ["1985-1990", "1985 1990"]),
+    ("“the” city", ["city"]),
+    ("Paris Paris", ["Paris"]),
+    ("Denmark, Iceland, Norway", ["Denmark, Iceland and Norway"]),
+    ("theory of the art", ["theatre and art"]),
+    ("«l'été» ¿qué?", ["l’été qué"]),
+    ("x_the y", ["x_the"]),
+]
+
+
+@pytest.mark.parametrize("prediction,golds", CASES)
+def test_answer_scores_agree_with_independent_reference(prediction, golds):
+    assert squad_metrics.normalize_answer(prediction) == _ref_normalize(prediction)
+    v1_em = max(squad_metrics.exact_match_v1(prediction, g) for g in golds)
+    v1_f1 = max(squad_metrics.f1_v1(prediction, g) for g in golds)
+    ref_em = max(float(_ref_normalize(prediction) == _ref_normalize(g)) for g in golds)
+    ref_f1 = max(_ref_f1(_ref_normalize(prediction).split(), _ref_normalize(g).split()) for g in golds)
+    assert (v1_em, v1_f1) == (ref_em, pytest.approx(ref_f1))
+    v2 = squad_metrics.squad_v2_metrics({"q": golds}, {"q": prediction})
+    em, f1 = _ref_v2_scores(prediction, golds)
+    assert (v2["exact"], v2["f1"]) == (100 * em, pytest.approx(100 * f1))
+
+
+def test_answer_scores_by_hand():
+    # Worked out from the definitions, so a shared mistake cannot pass.
+    assert squad_metrics.normalize_answer("  The “Rösti”, a dish!  ") == "“rösti” dish"
+    assert squad_metrics.normalize_answer("“the” city") == "“ ” city"
+    assert squad_metrics.f1_v1("10th and 11th centuries", "in the 10th and 11th centuries") == pytest.approx(8 / 9)
+    assert squad_metrics.f1_v1("“the” city", "city") == pytest.approx(0.5)
+    assert squad_metrics.f1_v1("Paris Paris", "Paris") == pytest.approx(2 / 3)
+    # Articles only: both normalise to "", equal but without tokens.
+    assert (squad_metrics.exact_match_v1("the", "a"), squad_metrics.f1_v1("the", "a")) == (1.0, 0.0)
+    assert (squad_metrics.exact_match_v2("the", "a"), squad_metrics.f1_v2("the", "a")) == (1.0, 1.0)
+    assert squad_metrics.exact_match_v1("–", "-") == 0.0  # the en dash is not ASCII punctuation
+
+
+def test_dataset_metrics_agree_with_reference_v1():
+    gold = {f"q{i}": golds for i, (_, golds) in enumerate(CASES)}
+    predictions = {f"q{i}": prediction for i, (prediction, _) in enumerate(CASES) if i != 3}
+    ours = squad_metrics.squad_v1_metrics(gold, predictions)
+    assert ours == pytest.approx(_ref_v1(gold, predictions))
+    # Exact matches counted by hand (q3 has no prediction and scores 0).
+    exact = {"q0", "q1", "q6", "q7", "q9"}
+    assert ours["exact_match"] == pytest.approx(100 * len(exact) / len(CASES))
+    with pytest.raises(ValueError, match="no gold questions"):
+        squad_metrics.squad_v1_metrics({}, predictions)
+
+
+def test_dataset_metrics_agree_with_reference_v2():
+    gold = {"has1": ["Limmat"], "has2": ["The Grossmünster church", "Grossmünster"],
+            "has3": ["the CITY"], "has4": ["around 1100"], "no1": [], "no2": [], "no3": []}
+    predictions = {"has1": "Limmat", "has2": "church", "has3": "", "has4": "1100",
+                   "no1": "", "no2": "twin towers", "no3": ""}
+    na_probs = {"has1": -3.0, "has2": 0.5, "has3": 2.0, "has4": 1.2, "no1": 4.0, "no2": -1.0, "no3": 0.7}
+    ours = squad_metrics.squad_v2_metrics(gold, predictions)
+    assert ours == pytest.approx(_ref_v2(gold, predictions))
+    assert (ours["HasAns_total"], ours["NoAns_total"], ours["total"]) == (4, 3, 7)
+    assert ours["HasAns_exact"] == pytest.approx(25.0) and ours["NoAns_exact"] == pytest.approx(200 / 3)
+    for thresh in (1.0, 0.6, -2.0):
+        with_probs = squad_metrics.squad_v2_metrics(gold, predictions, na_probs, na_prob_thresh=thresh)
+        assert with_probs == pytest.approx(_ref_v2(gold, predictions, na_probs, thresh))
+    assert set(with_probs) >= {"best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"}
+    with pytest.raises(ValueError, match="1 of 7 questions have no prediction"):
+        squad_metrics.squad_v2_metrics(gold, {k: v for k, v in predictions.items() if k != "no2"})
