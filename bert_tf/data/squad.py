@@ -115,13 +115,13 @@ class _BadRow(Exception):
     """A malformed question; becomes a ValueError or a skip."""
 
 
-def _field(record: Any, name: str, kind: type | tuple[type, ...], what: str) -> Any:
+def _field(record: Any, name: str, kind: type, what: str) -> Any:
     if not isinstance(record, dict) or name not in record:
         raise _BadRow(f"{what} lacks the field {name!r}")
     value = record[name]
     # bool is an int in Python; an answer_start of `true` is still malformed.
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise _BadRow(f"{what} field {name!r} is {type(value).__name__}, not {getattr(kind, '__name__', kind)}")
+        raise _BadRow(f"{what} field {name!r} is {type(value).__name__}, not {kind.__name__}")
     return value
 
 
@@ -145,7 +145,7 @@ def _training_answer(answers: list[dict], context: SquadContext, version_2_with_
         raise _BadRow("has no answer" + ("" if version_2_with_negative
                                          else " (a v2.0 question? pass version_2_with_negative)"))
     text, start = answers[0]["text"], answers[0]["answer_start"]
-    if context.text[start:start + len(text)] != text:
+    if start < 0 or context.text[start:start + len(text)] != text:
         found = context.text[start:start + len(text)]
         raise _BadRow(f"answer {text!r} is not at answer_start {start} (the context has {found!r} there)")
     # Leading or trailing spaces of the answer text must not pull in the
@@ -405,13 +405,19 @@ def convert_examples_to_features(
       position, for a window without the answer); features[i] describes row i.
 
     Raises:
-      ValueError: `max_seq_length` leaves no room for the context.
+      ValueError: `max_seq_length` leaves no room for the context; or, for
+        training, an answerable example was read without its answer span.
     """
     if doc_stride < 1 or max_query_length < 1:
         raise ValueError(f"doc_stride ({doc_stride}) and max_query_length ({max_query_length}) must be positive")
     if max_seq_length - max_query_length - 3 < 1:
         raise ValueError(f"max_seq_length={max_seq_length} leaves no room for a context after a "
                          f"query of max_query_length={max_query_length}, [CLS] and two [SEP]")
+    if is_training:
+        unlocated = [e.qas_id for e in examples if e.start_word < 0 and not e.is_impossible]
+        if unlocated:
+            raise ValueError(f"question {unlocated[0]!r} has no training answer span: read the "
+                             "examples with is_training=True")
     contexts = list({id(e.context): e.context for e in examples}.values())
     word_ids = tokenize_texts(tokenizer, [w for context in contexts for w in context.words])
     docs = {id(context): _doc_pieces(context, word_ids, tokenizer) for context in contexts}
@@ -427,10 +433,10 @@ def convert_examples_to_features(
         doc_offset = len(query) + 2
         span = None
         if is_training and example.start_word >= 0:
-            start = int(doc.word_to_piece[example.start_word])
-            end = int(doc.word_to_piece[example.end_word + 1]) - 1
-            if start <= end:  # else the answer's words yield no piece at all
-                span = _improve_answer_span(doc.ids, start, end, answer_ids[example.answer_text])
+            first = int(doc.word_to_piece[example.start_word])
+            last = int(doc.word_to_piece[example.end_word + 1]) - 1
+            if first <= last:  # else the answer's words yield no piece at all
+                span = _improve_answer_span(doc.ids, first, last, answer_ids[example.answer_text])
         windows = _windows(len(doc.ids), max_seq_length - len(query) - 3, doc_stride)
         max_context = _max_context(windows, len(doc.ids))
         for w, (start, length) in enumerate(windows):
@@ -485,7 +491,7 @@ def _piece_char_spans(word: str, pieces: tuple[str, ...], lower_case: bool) -> t
     for offset, char in enumerate(word):
         owners.extend([offset] * len(_normalized_char(char, lower_case)))
     texts = [piece[2:] if piece.startswith("##") else piece for piece in pieces]
-    if "".join(texts) != "".join(_normalized_char(c, lower_case) for c in word):
+    if "" in texts or "".join(texts) != "".join(_normalized_char(c, lower_case) for c in word):
         return None
     spans = []
     position = 0
