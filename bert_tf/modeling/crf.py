@@ -31,7 +31,8 @@ import tensorflow as tf
 # and B- only starts an entity that directly follows one of the same type.
 # BIOES (IOBES) marks single-token entities S- and last tokens E-.
 SCHEMES = ("BIO", "IOB1", "BIOES")
-_PREFIXES = {"BIO": "BI", "IOB1": "BI", "BIOES": "BIES"}
+# The prefixes of entity tags in each scheme.
+PREFIXES = {"BIO": "BI", "IOB1": "BI", "BIOES": "BIES"}
 # Added to the score of a forbidden move when decoding. Far below any sum of
 # emission and transition scores, yet finite, so that max and argmax stay
 # well defined in float32.
@@ -56,8 +57,8 @@ def split_tag(tag: str, scheme: str) -> tuple[str, str]:
     if tag == "O":
         return "O", ""
     prefix, dash, entity_type = tag.partition("-")
-    if not dash or not entity_type or prefix not in _PREFIXES[scheme]:
-        prefixes = "-, ".join(_PREFIXES[scheme])
+    if not dash or not entity_type or prefix not in PREFIXES[scheme]:
+        prefixes = "-, ".join(PREFIXES[scheme])
         raise ValueError(f"tag {tag!r} is neither O nor {prefixes}- followed by a type ({scheme})")
     return prefix, entity_type
 
