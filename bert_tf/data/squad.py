@@ -140,7 +140,8 @@ def _load_json(input_file: str) -> Any:
         raise ValueError(f"{input_file}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
 
 
-def _training_answer(answers: list[dict], context: SquadContext, version_2_with_negative: bool) -> dict[str, Any]:
+def _training_answer(answers: list[dict], context: SquadContext,
+                     version_2_with_negative: bool) -> dict[str, Any]:
     if not answers:
         raise _BadRow("has no answer" + ("" if version_2_with_negative
                                          else " (a v2.0 question? pass version_2_with_negative)"))
@@ -479,7 +480,8 @@ def _normalized_char(char: str, lower_case: bool) -> str:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _piece_char_spans(word: str, pieces: tuple[str, ...], lower_case: bool) -> tuple[tuple[int, int], ...] | None:
+def _piece_char_spans(word: str, pieces: tuple[str, ...],
+                      lower_case: bool) -> tuple[tuple[int, int], ...] | None:
     """Character span in `word` of each of its pieces, or None when they do not spell it.
 
     This is the original's final-text alignment done piece by piece: the

@@ -11,9 +11,10 @@ its script's behaviour:
 - v1.1 counts a question without a prediction as 0 and includes it in the
   total; an empty token bag on either side gives F1 0.
 - v2.0 needs a prediction for every question (the script fails with a
-  KeyError otherwise; here a ValueError names the count); gold answers that normalise to "" are dropped, and a question left
-  with none (a no-answer question) has the single gold answer "", which only
-  an empty prediction matches (EM 1, F1 1). It also reports the HasAns/NoAns
+  KeyError otherwise; here a ValueError names the count). Gold answers that
+  normalise to "" are dropped, and a question left with none (a no-answer
+  question) has the single gold answer "", which only an empty prediction
+  matches (EM 1, F1 1). It also reports the HasAns/NoAns
   breakdown and, given no-answer scores, the best threshold.
 """
 
