@@ -21,6 +21,7 @@ import dataclasses
 import itertools
 import os
 import pathlib
+import re
 import tempfile
 from typing import Any, Iterator, Sequence
 
@@ -35,6 +36,9 @@ from bert_tf.data.tokenization import BertTokenizer
 from bert_tf.modeling.crf import PREFIXES, split_tag, transition_allowed
 
 IGNORED_LABEL = -1
+# Columns are split on ASCII blanks only, so that a token may be any other
+# character, e.g. a full-width space in a character-level Chinese file.
+_COLUMN_SEPARATOR = re.compile(r"[ \t]+")
 # People's Daily part-of-speech tags of names, and their entity types.
 PEOPLE_DAILY_TYPES = {"nr": "PER", "ns": "LOC", "nt": "ORG"}
 PEOPLE_DAILY_SPLITS = ("train", "dev", "test")
@@ -88,11 +92,11 @@ def _blocks(path: str) -> Iterator[list[tuple[int, list[str] | None, str]]]:
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
             try:
-                columns = raw.decode("utf-8").split()
+                columns = _COLUMN_SEPARATOR.split(raw.decode("utf-8").strip(" \t\r\n"))
             except UnicodeDecodeError as e:
                 block.append((number, None, f"not UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})"))
                 continue
-            if not columns or columns[0] == "-DOCSTART-":
+            if columns == [""] or columns[0] == "-DOCSTART-":
                 if block:
                     yield block
                 block = []
@@ -379,7 +383,8 @@ def write_conll(path: str | os.PathLike, sentences: Sequence[TaggedSentence]) ->
     """Writes sentences atomically as `token tag` lines, a blank line between sentences.
 
     Raises:
-      ValueError: a word is empty or holds whitespace (it would not read back).
+      ValueError: a word is empty or holds a space, tab or line break (it
+        would not read back).
     """
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -390,8 +395,8 @@ def write_conll(path: str | os.PathLike, sentences: Sequence[TaggedSentence]) ->
                 if i:
                     f.write("\n")
                 for word, tag in zip(sentence.words, sentence.tags):
-                    if word.split() != [word]:
-                        raise ValueError(f"word {word!r} is empty or holds whitespace")
+                    if not word or re.search(r"[ \t\r\n]", word):
+                        raise ValueError(f"word {word!r} is empty or holds a space, tab or line break")
                     f.write(f"{word} {tag}\n")
         os.chmod(temp, 0o644)  # mkstemp makes it private; a cache is not secret
         os.replace(temp, path)

@@ -77,6 +77,13 @@ def test_bad_rows_name_file_and_line(tmp_path, sentence, scheme, tags, line, mes
     assert [s.line for s in data.sentences] == [1, 5 + sentence.count(b"\n")]
 
 
+def test_crlf_tabs_and_trailing_blanks(tmp_path):
+    path = tmp_path / "windows.txt"
+    path.write_bytes(b"Paris\tB-LOC \r\n  \r\n\tis  O\r\n")
+    assert ner.read_conll(path).sentences == [TaggedSentence(("Paris",), ("B-LOC",), 1),
+                                               TaggedSentence(("is",), ("O",), 3)]
+
+
 def test_no_sentence_is_an_error(tmp_path):
     path = tmp_path / "empty.txt"
     path.write_bytes(b"-DOCSTART- O\n\n\n")
@@ -201,11 +208,13 @@ def test_dictionary_tags():
 
 
 def test_write_conll_round_trip(tmp_path):
-    sentences = [TaggedSentence(("张", "三"), ("B-PER", "I-PER"), 1), TaggedSentence(("好",), ("O",), 4)]
+    # A full-width space is a token like any other.
+    sentences = [TaggedSentence(("张", "\u3000", "三"), ("B-PER", "O", "B-PER"), 1),
+                 TaggedSentence(("好",), ("O",), 5)]
     ner.write_conll(tmp_path / "out.txt", sentences)
-    assert (tmp_path / "out.txt").read_text(encoding="utf-8") == "张 B-PER\n三 I-PER\n\n好 O\n"
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8") == "张 B-PER\n\u3000 O\n三 B-PER\n\n好 O\n"
     assert ner.read_conll(tmp_path / "out.txt").sentences == sentences
-    with pytest.raises(ValueError, match="word 'a b' is empty or holds whitespace"):
+    with pytest.raises(ValueError, match="word 'a b' is empty or holds a space, tab or line break"):
         ner.write_conll(tmp_path / "bad.txt", [TaggedSentence(("a b",), ("O",))])
     assert os.listdir(tmp_path) == ["out.txt"]
 

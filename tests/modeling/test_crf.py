@@ -152,18 +152,45 @@ def test_constrained_decoding_is_best_valid_path():
         assert tuple(row) == max(valid, key=lambda p: _path_score(e, p, weights))
 
 
-def test_gradients_are_finite_marginals():
+def _brute_force_marginals(emissions, mask, weights):
+    """Tag marginals [S, T] (0 at masked-out positions) and expected transition counts [T, T]."""
+    kept = np.flatnonzero(mask)
+    num_tags = emissions.shape[-1]
+    log_z = _brute_force(emissions, mask, weights)[0]
+    tag_marginals = np.zeros(emissions.shape)
+    transition_counts = np.zeros([num_tags, num_tags])
+    for path in _paths(len(kept), num_tags):
+        p = np.exp(_path_score(emissions[kept], path, weights) - log_z)
+        tag_marginals[kept, path] += p
+        for a, b in zip(path, path[1:]):
+            transition_counts[a, b] += p
+    return tag_marginals, transition_counts
+
+
+def test_gradients_are_marginals():
+    # d log Z / d emissions are the tag marginals, d log Z / d transitions the
+    # expected transition counts.
+    rng = np.random.default_rng(5)
+    emissions, weights, mask = _random_case(rng, 3, 5)
+    emissions = tf.constant(emissions)
+    transitions = tf.Variable(weights[0])
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(emissions)
+        log_z = crf.crf_log_partition(emissions, mask, transitions, *weights[1:])
+        rows = [log_z[b] for b in range(len(mask))]
+    for b, row in enumerate(rows):
+        marginals, counts = _brute_force_marginals(emissions[b].numpy(), mask[b], weights)
+        d_emissions, d_transitions = tape.gradient(row, [emissions, transitions])
+        np.testing.assert_allclose(d_emissions[b], marginals, atol=1e-5)
+        np.testing.assert_allclose(d_transitions, counts, atol=1e-5)
+
+
+def test_loss_gradient_is_finite():
     rng = np.random.default_rng(5)
     emissions, weights, mask = _random_case(rng, 4, 5)
     layer = crf.CRF(4)
     layer.set_weights(weights)
-    emissions = tf.constant(emissions)
     tags = np.where(mask, rng.integers(0, 4, size=mask.shape), -1)
-    with tf.GradientTape() as tape:
-        tape.watch(emissions)
-        log_z = tf.reduce_sum(crf.crf_log_partition(emissions, mask, *weights))
-    # d log Z / d emissions are the tag marginals: they sum to 1 at every kept position.
-    np.testing.assert_allclose(tf.reduce_sum(tape.gradient(log_z, emissions), -1), mask, atol=1e-5)
     with tf.GradientTape() as tape:
         loss = layer.negative_log_likelihood(emissions, tags, mask)
     grads = tape.gradient(loss, layer.trainable_weights)
