@@ -258,3 +258,20 @@ def test_xla_matches_eager():
     paths, likelihood = run(emissions, tags, mask)
     np.testing.assert_array_equal(paths, layer(emissions, mask))
     np.testing.assert_allclose(likelihood, layer.log_likelihood(emissions, tags, mask), atol=1e-5)
+
+
+def test_learns_transitions_from_tags_alone():
+    # Emissions carry no information, so only the transition weights can learn
+    # the gold paths: B-PER I-PER then O, of lengths 3 to 6.
+    tags = TAGS["BIO"]
+    layer = crf.CRF(len(tags), tags, "BIO")
+    optimizer = keras.optimizers.Adam(0.1)
+    emissions = np.zeros([4, 6, len(tags)], np.float32)
+    mask = np.arange(6)[None] < np.array([[3], [4], [5], [6]])
+    gold = np.where(mask, [[2, 4, 0, 0, 0, 0]], -1)
+    for _ in range(60):
+        with tf.GradientTape() as tape:
+            loss = layer.negative_log_likelihood(emissions, gold, mask)
+        optimizer.apply_gradients(zip(tape.gradient(loss, layer.trainable_weights), layer.trainable_weights))
+    assert loss.numpy() < 0.1
+    np.testing.assert_array_equal(layer(emissions, mask), np.where(mask, gold, 0))
