@@ -482,29 +482,39 @@ def _normalized_char(char: str, lower_case: bool) -> str:
 @functools.lru_cache(maxsize=1 << 16)
 def _piece_char_spans(word: str, pieces: tuple[str, ...],
                       lower_case: bool) -> tuple[tuple[int, int], ...] | None:
-    """Character span in `word` of each of its pieces, or None when they do not spell it.
+    """Character span in `word` of each of its pieces, or None when they cannot be aligned.
 
     This is the original's final-text alignment done piece by piece: the
     word's characters are normalised one by one, the pieces (without "##")
     must spell that normalised word, and each normalised character remembers
-    the original character it came from. [UNK] pieces never spell it.
+    the original character it came from. One [UNK] piece takes whatever the
+    pieces before and after it leave; with more than one, the pieces cannot
+    be placed.
     """
-    owners = []
-    for offset, char in enumerate(word):
-        owners.extend([offset] * len(_normalized_char(char, lower_case)))
+    normalized = [_normalized_char(char, lower_case) for char in word]
+    owners = [offset for offset, text in enumerate(normalized) for _ in text]
+    spelled = "".join(normalized)
     texts = [piece[2:] if piece.startswith("##") else piece for piece in pieces]
-    if "" in texts or "".join(texts) != "".join(_normalized_char(c, lower_case) for c in word):
+    lengths = [len(text) for text in texts]
+    if pieces.count("[UNK]") == 1:
+        unknown = pieces.index("[UNK]")
+        before, after = "".join(texts[:unknown]), "".join(texts[unknown + 1:])
+        if not (spelled.startswith(before) and spelled.endswith(after)):
+            return None
+        lengths[unknown] = len(spelled) - len(before) - len(after)
+        texts[unknown] = spelled[len(before):len(spelled) - len(after)]
+    if 0 in lengths or "".join(texts) != spelled:
         return None
     spans = []
     position = 0
-    for text in texts:
-        first, last = owners[position], owners[position + len(text) - 1] + 1
+    for length in lengths:
+        first, last = owners[position], owners[position + length - 1] + 1
         # A combining mark belongs to the letter before it.
         while last < len(word) and unicodedata.category(word[last]) == "Mn" \
                 and not _normalized_char(word[last], lower_case):
             last += 1
         spans.append((first, last))
-        position += len(text)
+        position += length
     return tuple(spans)
 
 
@@ -512,7 +522,8 @@ def span_text(feature: SquadFeature, start: int, end: int) -> str:
     """The original context text of sequence positions start..end (inclusive).
 
     Positions must lie in the window's context part. Where the pieces of the
-    first or last word cannot be aligned with its characters (an [UNK]), the
+    first or last word cannot be aligned with its characters (two [UNK]s in
+    one word, or a tokenizer normalisation this module does not restate), the
     whole word is taken, as the original does.
     """
     doc, context = feature.doc, feature.example.context

@@ -335,35 +335,39 @@ def test_decoding_pointed_spans_gives_the_exact_original_substring(tokenizer, pa
         assert nbest[0]["text"] == result.predictions[qid]
 
 
-def test_decoding_keeps_combining_marks_and_falls_back_to_words_for_unknown_pieces(tokenizer, tmp_path):
-    context = "Le (Cafe\u0301) des Artistes ouvre a\u0300 (MIDI\u2603X) pile, pre\u0300s du Pont\u00adNeuf."
+def test_decoding_keeps_combining_marks_and_places_unknown_pieces(tokenizer, tmp_path):
+    context = ("Le (Cafe\u0301) des Artistes ouvre a\u0300 (MIDI\u2603X) pile, pre\u0300s du "
+               "Pont\u00adNeuf. \u2603(\u2603).")
     path = _write_json(tmp_path, _one_paragraph(context, [
         ("mark", "Quel café?", "Cafe\u0301"),
         ("unknown", "Quand?", "MIDI\u2603X"),
         ("deleted", "Où?", "Pont\u00adNeuf"),
+        ("two_unknown", "Quoi?", "(\u2603)"),
     ]))
     examples, _ = squad.read_squad_examples(path, is_training=True)
     arrays, features = squad.convert_examples_to_features(
         examples, tokenizer, max_seq_length=64, doc_stride=16, max_query_length=8, is_training=True)
-    by_id = {f.example.qas_id: (row, f) for row, f in enumerate(features)}
-    row, feature = by_id["unknown"]
-    unknown = [p for p in feature.doc.pieces if p == "[UNK]"]
-    assert unknown  # the snowman has no piece in the vocab
+    assert all(f.doc_length == len(f.doc.ids) for f in features)  # one window each
+    doc = features[0].doc
+    words = examples[0].context.words
+    # The snowman has no piece in the vocab.
+    assert doc.pieces[doc.word_to_piece[6]:doc.word_to_piece[7]] == ("(", "[UNK]", ")")
+    assert doc.pieces[doc.word_to_piece[-2]:] == ("[UNK]", "(", "[UNK]", ")", ".")
     start, end = _point_logits(arrays, features)
     predictions = squad.decode_predictions(features, start, end).predictions
     # The decomposed accent stays with its letter, the parenthesis does not.
     assert predictions["mark"] == "Cafe\u0301"
-    # Pieces with an [UNK] cannot be aligned: the whole word, as the original.
-    assert predictions["unknown"] == "(MIDI\u2603X)"
+    # One [UNK] takes what the pieces around it leave.
+    assert predictions["unknown"] == "MIDI\u2603X"
     # The deleted soft hyphen is kept inside, the final full stop left out.
     assert predictions["deleted"] == "Pont\u00adNeuf"
-    # A span that ends inside a word ending in a comma leaves the comma out,
-    # and starting on a piece in the middle of a word starts there.
-    pieces = feature.doc.pieces
-    pile = pieces.index("pile")
-    s = feature.doc_offset + pile - feature.doc_start
-    assert squad.span_text(feature, s, s) == "pile"
-    assert squad.span_text(feature, s, s + 1) == "pile,"
+    # Two [UNK]s in a word cannot be placed: the whole word, as the original.
+    assert predictions["two_unknown"] == words[-1] == "\u2603(\u2603)."
+    # A span ending inside a word leaves the rest of the word out.
+    feature = features[0]
+    pile = feature.doc_offset + doc.pieces.index("pile") - feature.doc_start
+    assert squad.span_text(feature, pile, pile) == "pile"
+    assert squad.span_text(feature, pile, pile + 1) == "pile,"
 
 
 def test_v2_null_threshold_and_null_odds(tokenizer):
