@@ -92,10 +92,13 @@ def _blocks(path: str) -> Iterator[list[tuple[int, list[str] | None, str]]]:
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
             try:
-                columns = _COLUMN_SEPARATOR.split(raw.decode("utf-8").strip(" \t\r\n"))
+                line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 block.append((number, None, f"not UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})"))
                 continue
+            if number == 1:
+                line = line.removeprefix("\ufeff")  # byte order mark of editors that write one
+            columns = _COLUMN_SEPARATOR.split(line.strip(" \t\r\n"))
             if columns == [""] or columns[0] == "-DOCSTART-":
                 if block:
                     yield block

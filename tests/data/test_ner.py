@@ -77,11 +77,11 @@ def test_bad_rows_name_file_and_line(tmp_path, sentence, scheme, tags, line, mes
     assert [s.line for s in data.sentences] == [1, 5 + sentence.count(b"\n")]
 
 
-def test_crlf_tabs_and_trailing_blanks(tmp_path):
+def test_byte_order_mark_crlf_tabs_and_blanks(tmp_path):
     path = tmp_path / "windows.txt"
-    path.write_bytes(b"Paris\tB-LOC \r\n  \r\n\tis  O\r\n")
-    assert ner.read_conll(path).sentences == [TaggedSentence(("Paris",), ("B-LOC",), 1),
-                                               TaggedSentence(("is",), ("O",), 3)]
+    path.write_bytes("\ufeff-DOCSTART- O\r\n\r\nParis\tB-LOC \r\n  \r\n\tis  O\r\n".encode())
+    assert ner.read_conll(path).sentences == [TaggedSentence(("Paris",), ("B-LOC",), 3),
+                                               TaggedSentence(("is",), ("O",), 5)]
 
 
 def test_no_sentence_is_an_error(tmp_path):
