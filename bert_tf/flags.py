@@ -212,3 +212,59 @@ def write_flags_file(path: str) -> None:
                 value = ",".join(map(str, value))
             f.write(f"--{name}={value}\n")
     os.replace(tmp, path)
+
+
+def define_finetuning_flags() -> None:
+    """Flags every fine-tuning driver shares (original run_classifier.py names where one exists)."""
+    from bert_tf.training.distribute import STRATEGIES
+    from bert_tf.training.optimization import OPTIMIZERS
+    from bert_tf.training.trainer import PRECISIONS
+
+    _define_once("vocab_file", lambda: flags.DEFINE_string(
+        "vocab_file", None, "vocab.txt; default: the one in --init_checkpoint's directory."))
+    _define_once("bert_config_file", lambda: flags.DEFINE_string(
+        "bert_config_file", None, "bert_config.json; default: the one beside --init_checkpoint."))
+    flags.DEFINE_boolean("do_lower_case", None, "Lower-case input; default: the model config's do_lower_case.")
+    flags.DEFINE_integer("max_seq_length", 128, "Longest packed input, [CLS] and [SEP]s included.",
+                         lower_bound=8)
+    flags.DEFINE_string("init_checkpoint", None,
+                        "With --do_train: a pretrained model (project dir, TF1 checkpoint, HF dir, or "
+                        "package:NAME/PATH inside an installed package). Without: a fine-tuned "
+                        "model directory to evaluate or predict with.")
+    flags.DEFINE_string("output_dir", None, "Checkpoints, summaries, the best model and results JSON.")
+    flags.DEFINE_boolean("do_train", False, "Fine-tune.")
+    flags.DEFINE_boolean("do_eval", False, "Evaluate on the dev split(s); writes eval_results.json.")
+    flags.DEFINE_boolean("do_predict", False, "Predict the test split(s).")
+    flags.DEFINE_integer("train_batch_size", 32, "Global batch of one optimizer step.", lower_bound=1)
+    flags.DEFINE_integer("eval_batch_size", 64, "Batch for evaluation and prediction.", lower_bound=1)
+    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate (paper: 5e-5, 3e-5, 2e-5).",
+                       lower_bound=0.0)
+    flags.DEFINE_float("num_train_epochs", 3.0, "Epochs (paper: 2 to 4).", lower_bound=0.0)
+    flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of steps of linear warmup.",
+                       lower_bound=0.0, upper_bound=1.0)
+    _define_once("optimizer", lambda: flags.DEFINE_enum("optimizer", "adamw", OPTIMIZERS, "Optimizer."))
+    _define_once("weight_decay", lambda: flags.DEFINE_float(
+        "weight_decay", 0.01, "Decoupled weight decay (not on LayerNorm or bias).", lower_bound=0.0))
+    _define_once("gradient_accumulation_steps", lambda: flags.DEFINE_integer(
+        "gradient_accumulation_steps", 1, "Micro-batches per optimizer step.", lower_bound=1))
+    _define_once("distribution_strategy", lambda: flags.DEFINE_enum(
+        "distribution_strategy", "auto", STRATEGIES, "tf.distribute strategy."))
+    _define_once("mixed_precision", lambda: flags.DEFINE_enum(
+        "mixed_precision", "float32", list(PRECISIONS) + ["auto"],
+        "auto: mixed_bfloat16 where the hardware has fast bfloat16."))
+    _define_once("jit_compile", lambda: flags.DEFINE_boolean("jit_compile", False, "XLA."))
+    _define_once("random_seed", lambda: flags.DEFINE_integer("random_seed", 12345, "Seed."))
+    _define_once("log_steps", lambda: flags.DEFINE_integer("log_steps", 50, "Log every this many steps.",
+                                                           lower_bound=1))
+    flags.DEFINE_boolean("skip_bad_rows", False, "Skip and count malformed rows instead of failing.")
+    flags.mark_flag_as_required("output_dir")
+    flags.register_multi_flags_validator(
+        ["do_train", "do_eval", "do_predict"], lambda f: f["do_train"] or f["do_eval"] or f["do_predict"],
+        message="at least one of --do_train, --do_eval and --do_predict must be true")
+    flags.register_multi_flags_validator(
+        ["train_batch_size", "gradient_accumulation_steps"],
+        lambda f: f["train_batch_size"] % f["gradient_accumulation_steps"] == 0,
+        message="--train_batch_size must be divisible by --gradient_accumulation_steps")
+    flags.register_validator(
+        "output_dir", lambda d: d is None or not os.path.isfile(d),
+        message="--output_dir is an existing file, not a directory")

@@ -212,7 +212,7 @@ def run_finetuning(build_model: Callable[[], keras.Model], task: tasks.Task,
                     best = metrics
                     checkpoints.save_model_dir(model, os.path.join(config.output_dir, "best"),
                                                vocab_file, task_info)
-                    _write_json(best_file, best)
+                    write_json(best_file, best)
                     results.update({f"eval/{k}": v for k, v in best.items()})
             manager.save(checkpoint_number=step)
     if worker == 0:
@@ -222,7 +222,7 @@ def run_finetuning(build_model: Callable[[], keras.Model], task: tasks.Task,
     return results
 
 
-def _write_json(path: str, values: dict) -> None:
+def write_json(path: str, values: dict) -> None:
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(values, f, indent=2, sort_keys=True, ensure_ascii=False)

@@ -1,0 +1,76 @@
+"""Fine-tunes BERT for sentence (pair) classification or regression.
+
+    python run_classifier.py --task_name=MRPC --data_dir=glue_data/MRPC \
+        --init_checkpoint=runs/pretrain_demo/model --do_train --do_eval --output_dir=runs/mrpc
+    python run_classifier.py --flagfile=flags/classifier_tweets_demo.flags
+
+Intentionally kept short: flags in, dataclasses out, one call into bert_tf.training.
+"""
+
+from __future__ import annotations
+
+import json
+
+from absl import app, flags
+
+from bert_tf import flags as bert_flags
+
+bert_flags.define_finetuning_flags()
+flags.DEFINE_string("task_name", None, "A GLUE task: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI, AX.")
+flags.DEFINE_string("data_dir", None, "The GLUE task's folder (glue_data/MRPC).")
+flags.DEFINE_string("train_file", None, "Your training data: CSV, TSV or JSONL with named columns.")
+flags.DEFINE_string("dev_file", None, "Your dev data (same columns).")
+flags.DEFINE_string("test_file", None, "Your test data (labels not needed).")
+flags.DEFINE_string("text_column", "text", "Column of the text.")
+flags.DEFINE_string("text_pair_column", None, "Column of the second text, for pairs.")
+flags.DEFINE_string("label_column", "label", "Column of the label.")
+flags.DEFINE_boolean("regression", False, "Labels are numbers: predict a score.")
+flags.DEFINE_enum("demo", None, ["product_reviews", "tweets"], "An embedded demo dataset.")
+flags.DEFINE_integer("demo_subsample", 0, "Use only this many demo examples (0: all).", lower_bound=0)
+flags.DEFINE_enum("head", "pooled", ["pooled", "conv", "conv_avg_max", "concat_last_n"],
+                  "Classification head.")
+flags.DEFINE_integer("min_seq_tokens", 0, "Drop training examples shorter than this (0: off).", lower_bound=0)
+flags.DEFINE_integer("max_seq_tokens", 0, "Drop training examples longer than this (0: off).", lower_bound=0)
+FLAGS = flags.FLAGS
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        bert_flags.exit_with_error(f"unexpected arguments: {' '.join(argv[1:])}")
+    from bert_tf.checkpoints import CheckpointMismatchError
+    from bert_tf.training import classifier_job, distribute
+    from bert_tf.training.finetuning import FinetuningConfig
+    from bert_tf.training.optimization import OptimizerConfig
+
+    try:
+        data = classifier_job.ClassifierData(
+            task_name=FLAGS.task_name, data_dir=FLAGS.data_dir, train_file=FLAGS.train_file,
+            dev_file=FLAGS.dev_file, test_file=FLAGS.test_file, text_column=FLAGS.text_column,
+            text_pair_column=FLAGS.text_pair_column, label_column=FLAGS.label_column,
+            regression=FLAGS.regression, demo=FLAGS.demo, demo_subsample=FLAGS.demo_subsample,
+            skip_bad_rows=FLAGS.skip_bad_rows, min_seq_tokens=FLAGS.min_seq_tokens,
+            max_seq_tokens=FLAGS.max_seq_tokens)
+        report = classifier_job.run(
+            data, init_checkpoint=FLAGS.init_checkpoint, output_dir=FLAGS.output_dir,
+            do_train=FLAGS.do_train, do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict,
+            max_seq_length=FLAGS.max_seq_length, do_lower_case=FLAGS.do_lower_case,
+            vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file, head=FLAGS.head,
+            optimizer=OptimizerConfig(optimizer=FLAGS.optimizer, learning_rate=FLAGS.learning_rate,
+                                      weight_decay=FLAGS.weight_decay, num_train_steps=0,
+                                      num_warmup_steps=0),
+            config=FinetuningConfig(
+                output_dir=FLAGS.output_dir, train_batch_size=FLAGS.train_batch_size,
+                eval_batch_size=FLAGS.eval_batch_size, num_train_epochs=FLAGS.num_train_epochs,
+                warmup_proportion=FLAGS.warmup_proportion,
+                gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+                log_steps=FLAGS.log_steps, seed=FLAGS.random_seed,
+                mixed_precision=distribute.resolve_precision(FLAGS.mixed_precision),
+                jit_compile=FLAGS.jit_compile),
+            strategy=distribute.get_strategy(FLAGS.distribution_strategy))
+    except (OSError, ValueError, CheckpointMismatchError) as e:
+        bert_flags.exit_with_error(e)
+    print(json.dumps({k: v for k, v in report.items() if k != "train"}, indent=2, sort_keys=True))
+
+
+if __name__ == "__main__":
+    app.run(main, flags_parser=bert_flags.parse_flags_or_exit)

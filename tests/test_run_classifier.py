@@ -1,0 +1,87 @@
+"""run_classifier.py end to end on a tiny model: GLUE layouts, user data, bad rows."""
+
+import json
+import os
+
+import pytest
+
+from tests.conftest import own_stderr_lines
+from tests.finetuning_helpers import TESTDATA, run_driver, tiny_model_dir
+
+COMMON = ["--train_batch_size=4", "--eval_batch_size=4", "--num_train_epochs=2", "--max_seq_length=32",
+          "--learning_rate=1e-3", "--log_steps=1"]
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory, minilm_dir):
+    return tiny_model_dir(tmp_path_factory.mktemp("pretrained") / "model", minilm_dir)
+
+
+def test_mrpc_train_eval_predict(pretrained, tmp_path):
+    out = tmp_path / "mrpc"
+    result = run_driver("run_classifier.py", "--task_name=MRPC", f"--data_dir={TESTDATA}/glue/MRPC",
+                        f"--init_checkpoint={pretrained}", f"--output_dir={out}", "--do_train",
+                        "--do_eval", "--do_predict", "--head=conv_avg_max", *COMMON)
+    assert result.returncode == 0, result.stderr[-3000:]
+    results = json.load(open(out / "eval_results.json"))
+    assert set(results["dev"]) == {"f1", "accuracy", "score"}
+    submission = (out / "MRPC.tsv").read_text().splitlines()
+    assert submission[0] == "index\tprediction" and len(submission) == 4
+    assert {line.split("\t")[1] for line in submission[1:]} <= {"0", "1"}
+    task = json.load(open(out / "best" / "task.json"))
+    assert task["labels"] == ["0", "1"] and task["head"] == "conv_avg_max"
+    # Predict again from the fine-tuned directory alone.
+    again = run_driver("run_classifier.py", "--task_name=MRPC", f"--data_dir={TESTDATA}/glue/MRPC",
+                       f"--init_checkpoint={out / 'best'}", f"--output_dir={tmp_path / 'again'}",
+                       "--do_predict", *COMMON)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (tmp_path / "again" / "MRPC.tsv").read_text() == (out / "MRPC.tsv").read_text()
+
+
+def test_stsb_regression(pretrained, tmp_path):
+    out = tmp_path / "stsb"
+    result = run_driver("run_classifier.py", "--task_name=STS-B", f"--data_dir={TESTDATA}/glue/STS-B",
+                        f"--init_checkpoint={pretrained}", f"--output_dir={out}", "--do_train",
+                        "--do_eval", "--do_predict", *COMMON)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert set(json.load(open(out / "eval_results.json"))["dev"]) == {"pearson", "spearman", "score"}
+    rows = (out / "STS-B.tsv").read_text().splitlines()[1:]
+    assert all(float(row.split("\t")[1]) == float(row.split("\t")[1]) for row in rows)
+
+
+def _user_files(tmp_path, bad=False):
+    rows = ["text\tlabel"] + [f"good movie {i}\tpos" if i % 2 else f"bad film {i}\tneg" for i in range(12)]
+    if bad:
+        rows.insert(5, "a row without its label")
+    train = tmp_path / "train.tsv"
+    train.write_text("\n".join(rows) + "\n")
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("\n".join(rows[:7 if not bad else 5]) + "\n")
+    return train, dev
+
+
+def test_user_data_and_bad_rows(pretrained, tmp_path):
+    train, dev = _user_files(tmp_path, bad=True)
+    args = [f"--train_file={train}", f"--dev_file={dev}", f"--init_checkpoint={pretrained}",
+            "--do_train", "--do_eval", *COMMON]
+    failed = run_driver("run_classifier.py", *args, f"--output_dir={tmp_path / 'fail'}")
+    assert failed.returncode == 2
+    lines = own_stderr_lines(failed.stderr)
+    assert len(lines) == 1 and f"{train}:6:" in lines[0], lines
+    assert not (tmp_path / "fail" / "best").exists()
+    skipped = run_driver("run_classifier.py", *args, "--skip_bad_rows", f"--output_dir={tmp_path / 'ok'}")
+    assert skipped.returncode == 0, skipped.stderr[-3000:]
+    assert json.load(open(tmp_path / "ok" / "best" / "task.json"))["labels"] == ["neg", "pos"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--task_name=MRPC"], "--data_dir is required with --task_name"),
+    (["--task_name=NOPE", "--data_dir=/tmp"], "NOPE"),
+    (["--demo=tweets", "--task_name=MRPC", "--data_dir=/tmp"], "give exactly one of"),
+])
+def test_bad_flags(pretrained, tmp_path, args, message):
+    result = run_driver("run_classifier.py", *args, f"--init_checkpoint={pretrained}", "--do_train",
+                        f"--output_dir={tmp_path / 'x'}")
+    assert result.returncode == 2
+    lines = own_stderr_lines(result.stderr)
+    assert len(lines) == 1 and message in lines[0], lines
