@@ -59,11 +59,12 @@ class BertTagger(_TaskModel):
     """Token tagging: per-token `logits`, float32 `[batch_size, seq_length, num_tags]`.
 
     With a CRF (`crf_tags` given) the logits are the CRF's emission scores and
-    `self.crf` decodes them; without, a softmax over each token.
+    `self.crf` decodes them, never making a move that `scheme` forbids;
+    without, a softmax over each token.
     """
 
     def __init__(self, config: BertConfig | dict, num_tags: int, crf_tags: list[str] | None = None,
-                 **kwargs):
+                 scheme: str = "BIO", **kwargs):
         config = _config_from(config)
         kwargs.setdefault("name", "bert_tagger")
         # === Layers ===
@@ -75,17 +76,15 @@ class BertTagger(_TaskModel):
         if crf_tags is not None:
             from bert_tf.modeling.crf import CRF
 
-            self.crf = CRF(tags=crf_tags, name="crf")
+            self.crf = CRF(num_tags, tags=crf_tags, scheme=scheme, name="crf")
         # === Functional model ===
         inputs = encoder_inputs()
         sequence = self.encoder(inputs)["sequence_output"]
         logits = keras.ops.cast(self.emissions(self.dropout(sequence)), "float32")
         super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
-        if self.crf is not None:
-            self.crf.build((None, None, num_tags))
         # === Config ===
         self.config = config
-        self._task_args = {"num_tags": num_tags, "crf_tags": crf_tags}
+        self._task_args = {"num_tags": num_tags, "crf_tags": crf_tags, "scheme": scheme}
 
 
 @_REGISTER
@@ -117,7 +116,8 @@ def build_task_model(config: BertConfig, task_info: dict) -> keras.Model:
                               head=task_info.get("head", "pooled"), head_args=task_info.get("head_args"))
     if kind == "tagging":
         tags = task_info["labels"]
-        return BertTagger(config, num_tags=len(tags), crf_tags=tags if task_info.get("crf") else None)
+        return BertTagger(config, num_tags=len(tags), crf_tags=tags if task_info.get("crf") else None,
+                          scheme=task_info.get("scheme", "BIO"))
     if kind == "squad":
         return BertSpanLabeler(config)
     raise ValueError(f"unknown task type {kind!r} in task.json")

@@ -27,6 +27,9 @@ class Task:
     model_inputs: tuple[str, ...] = ENCODER_INPUTS
     loss_terms: dict[str, str] = {"loss": "examples"}
 
+    def bind(self, model) -> None:
+        """Called once with the model the step trains (tasks that use its layers keep them)."""
+
     def weights(self, features: dict) -> dict[str, tf.Tensor]:
         return {"examples": _examples(features)}
 
@@ -92,11 +95,16 @@ class ClassificationTask(Task):
 
 
 class TaggingTask(Task):
-    """Per-token cross-entropy on `label_ids` [B, S] (-1 = ignored), or a CRF's NLL per sequence."""
+    """Per-token cross-entropy on `label_ids` [B, S] (-1 = ignored), or, with `use_crf`,
+    the negative log-likelihood per sequence of the model's CRF."""
 
-    def __init__(self, crf=None):
-        self.crf = crf
-        self.loss_terms = {"loss": "examples" if crf is not None else "tokens"}
+    def __init__(self, use_crf: bool = False):
+        self.use_crf = use_crf
+        self.crf = None
+        self.loss_terms = {"loss": "examples" if use_crf else "tokens"}
+
+    def bind(self, model) -> None:
+        self.crf = model.crf if self.use_crf else None
 
     def weights(self, features):
         labeled = tf.cast(features["label_ids"] >= 0, tf.float32)
@@ -108,8 +116,8 @@ class TaggingTask(Task):
         logits = tf.cast(outputs["logits"], tf.float32)
         safe = tf.where(labeled, labels, 0)
         hits = tf.reduce_sum(_hits(logits, safe) * tf.cast(labeled, tf.float32))
-        if self.crf is not None:
-            return {"loss": -tf.reduce_sum(self.crf.log_likelihood(logits, labels, features["input_mask"])),
+        if self.use_crf:  # the CRF runs over the labelled (first-piece) positions
+            return {"loss": -tf.reduce_sum(self.crf.log_likelihood(logits, safe, labeled)),
                     "correct": hits}
         loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=safe, logits=logits)
         return {"loss": tf.reduce_sum(loss * tf.cast(labeled, tf.float32)), "correct": hits}

@@ -91,6 +91,7 @@ class TrainStep:
         self.optimizer = optimizer
         self.strategy = strategy
         self.task = task
+        task.bind(model)
         self.replicas = strategy.num_replicas_in_sync
         self.local_replicas = self.replicas // num_workers
         self.accum = gradient_accumulation_steps

@@ -1,0 +1,140 @@
+"""Token tagging (NER, slot filling) end to end: what run_ner.py calls."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import checkpoints
+from bert_tf.configs import BertConfig
+from bert_tf.data import ner
+from bert_tf.data.tokenization import BertTokenizer
+from bert_tf.modeling.task_models import BertTagger
+from bert_tf.training import finetuning, tasks
+from bert_tf.training.finetuning import FinetuningConfig, write_json
+from bert_tf.training.optimization import OptimizerConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class NerData:
+    """CoNLL files, or the embedded People's Daily demo (`demo="peoples_daily"`)."""
+
+    train_file: str | None = None
+    dev_file: str | None = None
+    test_file: str | None = None
+    demo: str | None = None
+    demo_subsample: int = 0
+    scheme: str = "BIO"
+    skip_bad_rows: bool = False
+
+    def __post_init__(self) -> None:
+        if bool(self.demo) == bool(self.train_file or self.dev_file or self.test_file):
+            raise ValueError("give either --demo or --train_file/--dev_file/--test_file")
+        if self.demo and self.demo != "peoples_daily":
+            raise ValueError(f"--demo={self.demo}: the NER demo is peoples_daily")
+
+
+def predict_tags(model: BertTagger, features: dict, batch_size: int) -> np.ndarray:
+    """int32 `[N, S]` tag ids: the CRF's best valid path over first pieces, or per-token argmax."""
+    logits = finetuning.predict(model, features, batch_size, seq_outputs=("logits",))["logits"]
+    if model.crf is None:
+        return logits.argmax(-1)
+    mask = features["word_ids"] >= 0
+    return np.concatenate([model.crf(tf.constant(logits[i:i + batch_size]), tf.constant(mask[i:i + batch_size])).numpy()
+                           for i in range(0, len(logits), batch_size)])
+
+
+def evaluate(model: BertTagger, data: ner.ConllFile, features: dict, tags: list[str],
+             batch_size: int) -> dict:
+    """Entity-level precision, recall, F1 (seqeval), overall and per type."""
+    predicted = ner.word_tags(predict_tags(model, features, batch_size), features, tags)
+    return ner.entity_scores([s.tags for s in data.sentences], predicted)
+
+
+def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train: bool,
+        do_eval: bool, do_predict: bool, max_seq_length: int, do_lower_case: bool | None,
+        vocab_file: str | None, bert_config_file: str | None, use_crf: bool,
+        optimizer: OptimizerConfig, config: FinetuningConfig, strategy: tf.distribute.Strategy) -> dict:
+    """Trains, evaluates and predicts as asked; returns the figures written to JSON."""
+    if not init_checkpoint:
+        raise ValueError("--init_checkpoint is required")
+    files = checkpoints.locate(init_checkpoint)
+    trained, tags = None, None
+    if do_train:
+        model_config = BertConfig.from_json_file(bert_config_file or files.config_file)
+    else:
+        trained = checkpoints.load_task_model(init_checkpoint)
+        model_config, tags = trained.config, trained.task_info["labels"]
+        data = dataclasses.replace(data, scheme=trained.task_info.get("scheme", data.scheme))
+    vocab_file = vocab_file or files.vocab_file
+    if not vocab_file:
+        raise ValueError(f"--vocab_file is required: {init_checkpoint} has no vocab.txt")
+    if max_seq_length > model_config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
+                         f"{model_config.max_position_embeddings} of {init_checkpoint}")
+    tokenizer = BertTokenizer(vocab_file, lower_case=model_config.do_lower_case
+                              if do_lower_case is None else do_lower_case)
+    paths = {"train": data.train_file, "dev": data.dev_file, "test": data.test_file}
+    if data.demo:
+        paths = {k: str(v) for k, v in ner.people_daily_ner().items()}
+    read = lambda name, tags=None: ner.read_conll(  # noqa: E731
+        paths[name], scheme=data.scheme, tags=tags, skip_bad_rows=data.skip_bad_rows)
+    report: dict = {}
+    os.makedirs(output_dir, exist_ok=True)
+    if do_train:
+        train = read("train")
+        if data.demo_subsample:
+            train = dataclasses.replace(train, sentences=train.sentences[:data.demo_subsample])
+        tags = ner.learn_tags(train.sentences, data.scheme)
+        logging.info("%d training sentences (%d skipped), tags %s", len(train.sentences),
+                     len(train.skipped), tags)
+        dev = read("dev", tags) if paths["dev"] else None
+        dev_features = ner.convert_to_features(dev.sentences, tokenizer, tags, max_seq_length) if dev else None
+        features = ner.convert_to_features(train.sentences, tokenizer, tags, max_seq_length)
+        model_inputs = {k: features[k] for k in ("input_word_ids", "input_mask", "input_type_ids", "label_ids")}
+        task_info = {"task": "tagging", "labels": tags, "crf": use_crf, "scheme": data.scheme,
+                     "max_seq_length": max_seq_length}
+
+        def dev_scores(model):
+            scores = evaluate(model, dev, dev_features, tags, config.eval_batch_size)
+            return {k: scores[k] for k in ("f1", "precision", "recall")}
+
+        report["train"] = finetuning.run_finetuning(
+            lambda: BertTagger(model_config, len(tags), crf_tags=tags if use_crf else None,
+                               scheme=data.scheme),
+            tasks.TaggingTask(use_crf), optimizer,
+            dataclasses.replace(config, output_dir=output_dir, init_checkpoint=init_checkpoint,
+                                best_metric="f1"),
+            strategy, model_inputs, dev_scores if dev else None, vocab_file, task_info)
+        trained = checkpoints.load_task_model(os.path.join(output_dir, "best"))
+    for name, wanted in (("dev", do_eval), ("test", do_predict)):
+        if not (wanted and paths[name]):
+            continue
+        split = read(name, tags)
+        features = ner.convert_to_features(split.sentences, tokenizer, tags, max_seq_length)
+        predicted = ner.word_tags(predict_tags(trained, features, config.eval_batch_size), features, tags)
+        if name == "test":
+            _write_predictions(os.path.join(output_dir, "test_predictions.txt"), split, predicted)
+        if any(tag != "O" for s in split.sentences for tag in s.tags) or name == "dev":
+            report[name] = ner.entity_scores([s.tags for s in split.sentences], predicted)
+            write_json(os.path.join(output_dir, f"{'eval' if name == 'dev' else 'test'}_results.json"),
+                       report[name])
+    if data.demo and "test" in report:
+        train, test = read("train"), read("test", tags)
+        baseline = ner.dictionary_tags(train.sentences, [s.words for s in test.sentences], data.scheme)
+        report["baseline_dictionary"] = ner.entity_scores([s.tags for s in test.sentences], baseline)
+    return report
+
+
+def _write_predictions(path: str, split: ner.ConllFile, predicted: list[list[str]]) -> None:
+    lines = []
+    for sentence, tags in zip(split.sentences, predicted):
+        lines += [f"{w} {t}" for w, t in zip(sentence.words, tags)] + [""]
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+    os.replace(tmp, path)

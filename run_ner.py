@@ -1,0 +1,67 @@
+"""Fine-tunes BERT for token tagging (NER, slot filling), with a softmax or CRF head.
+
+    python run_ner.py --train_file=train.txt --dev_file=dev.txt --test_file=test.txt \
+        --init_checkpoint=MODEL_DIR --use_crf --do_train --do_eval --do_predict --output_dir=runs/ner
+    python run_ner.py --flagfile=flags/ner_peoples_daily_demo.flags
+
+Intentionally kept short: flags in, dataclasses out, one call into bert_tf.training.
+"""
+
+from __future__ import annotations
+
+import json
+
+from absl import app, flags
+
+from bert_tf import flags as bert_flags
+
+bert_flags.define_finetuning_flags()
+flags.DEFINE_string("train_file", None, "CoNLL-style training file: token ... tag per line.")
+flags.DEFINE_string("dev_file", None, "CoNLL-style dev file.")
+flags.DEFINE_string("test_file", None, "CoNLL-style test file.")
+flags.DEFINE_enum("demo", None, ["peoples_daily"], "The embedded People's Daily NER demo.")
+flags.DEFINE_integer("demo_subsample", 0, "Train on the first N sentences only (0: all).", lower_bound=0)
+flags.DEFINE_enum("tagging_scheme", "BIO", ["BIO", "IOB1", "BIOES"], "How tags mark entities.")
+flags.DEFINE_boolean("use_crf", True, "A linear-chain CRF head (else a softmax per token).")
+FLAGS = flags.FLAGS
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        bert_flags.exit_with_error(f"unexpected arguments: {' '.join(argv[1:])}")
+    from bert_tf.checkpoints import CheckpointMismatchError
+    from bert_tf.training import distribute, ner_job
+    from bert_tf.training.finetuning import FinetuningConfig
+    from bert_tf.training.optimization import OptimizerConfig
+
+    try:
+        report = ner_job.run(
+            ner_job.NerData(train_file=FLAGS.train_file, dev_file=FLAGS.dev_file,
+                            test_file=FLAGS.test_file, demo=FLAGS.demo,
+                            demo_subsample=FLAGS.demo_subsample, scheme=FLAGS.tagging_scheme,
+                            skip_bad_rows=FLAGS.skip_bad_rows),
+            init_checkpoint=FLAGS.init_checkpoint, output_dir=FLAGS.output_dir,
+            do_train=FLAGS.do_train, do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict,
+            max_seq_length=FLAGS.max_seq_length, do_lower_case=FLAGS.do_lower_case,
+            vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
+            use_crf=FLAGS.use_crf,
+            optimizer=OptimizerConfig(optimizer=FLAGS.optimizer, learning_rate=FLAGS.learning_rate,
+                                      weight_decay=FLAGS.weight_decay, num_train_steps=0,
+                                      num_warmup_steps=0),
+            config=FinetuningConfig(
+                output_dir=FLAGS.output_dir, train_batch_size=FLAGS.train_batch_size,
+                eval_batch_size=FLAGS.eval_batch_size, num_train_epochs=FLAGS.num_train_epochs,
+                warmup_proportion=FLAGS.warmup_proportion,
+                gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+                log_steps=FLAGS.log_steps, seed=FLAGS.random_seed,
+                mixed_precision=distribute.resolve_precision(FLAGS.mixed_precision),
+                jit_compile=FLAGS.jit_compile),
+            strategy=distribute.get_strategy(FLAGS.distribution_strategy))
+    except (OSError, ValueError, CheckpointMismatchError) as e:
+        bert_flags.exit_with_error(e)
+    print(json.dumps({k: v for k, v in report.items() if k != "train"}, indent=2, sort_keys=True,
+                     ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    app.run(main, flags_parser=bert_flags.parse_flags_or_exit)
