@@ -122,6 +122,11 @@ def _field(record: Any, name: str, kind: type, what: str) -> Any:
     # bool is an int in Python; an answer_start of `true` is still malformed.
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise _BadRow(f"{what} field {name!r} is {type(value).__name__}, not {kind.__name__}")
+    if kind is str:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate escape such as "\ud800" in the JSON
+            raise _BadRow(f"{what} field {name!r} is not valid Unicode") from None
     return value
 
 
@@ -346,12 +351,14 @@ def _doc_pieces(context: SquadContext, word_ids: dict[str, np.ndarray],
 def _improve_answer_span(doc_ids: np.ndarray, start: int, end: int,
                          answer_ids: np.ndarray) -> tuple[int, int]:
     # The answer's words may hold more pieces than the answer ("(1895)" for
-    # "1895"): take the tightest sub-span whose pieces are the answer's own.
+    # "1895"): take the first sub-span whose pieces are the answer's own
+    # (the original's double loop, keeping only spans of the answer's length).
     n = len(answer_ids)
-    for new_start in range(start, end + 1):
-        for new_end in range(end, new_start - 1, -1):
-            if new_end - new_start + 1 == n and np.array_equal(doc_ids[new_start:new_end + 1], answer_ids):
-                return new_start, new_end
+    if n == 0:
+        return start, end
+    for new_start in range(start, end - n + 2):
+        if np.array_equal(doc_ids[new_start:new_start + n], answer_ids):
+            return new_start, new_start + n - 1
     return start, end
 
 
@@ -467,16 +474,48 @@ def convert_examples_to_features(
     return arrays, features
 
 
+# `BertTokenizer`'s rules (tokenization.py), restated per character for the
+# alignment of pieces with the original text.
+_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
+               (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+
+
+def _is_whitespace(char: str) -> bool:
+    return char in "\t\n\r" or unicodedata.category(char) in ("Zs", "Zl", "Zp")
+
+
+def _is_own_word(char: str) -> bool:
+    """Punctuation (all ASCII symbols included) and CJK characters stand alone."""
+    code = ord(char)
+    return (33 <= code <= 47 or 58 <= code <= 64 or 91 <= code <= 96 or 123 <= code <= 126
+            or unicodedata.category(char).startswith("P")
+            or any(low <= code <= high for low, high in _CJK_RANGES))
+
+
 @functools.lru_cache(maxsize=None)
 def _normalized_char(char: str, lower_case: bool) -> str:
-    """What `BertTokenizer`'s normalisation makes of one character, spaces dropped."""
-    category = unicodedata.category(char)
-    if char in "\t\n\r" or category in ("Zs", "Zl", "Zp") or category.startswith("C") or char == "\ufffd":
+    """What the tokenizer's normalisation makes of one non-space character."""
+    if unicodedata.category(char).startswith("C") or char == "\ufffd":
         return ""
     if lower_case:
         char = "".join(c for c in unicodedata.normalize("NFD", char) if unicodedata.category(c) != "Mn")
         char = char.replace("Σ", "σ").lower()
-    return char.replace(" ", "")
+    return char
+
+
+def _basic_tokens(word: str, lower_case: bool) -> list[list[tuple[str, int]]]:
+    """The tokenizer's words inside `word`, each a list of (normalised character, source offset)."""
+    tokens: list[list[tuple[str, int]]] = [[]]
+    for offset, char in enumerate(word):
+        if _is_whitespace(char):
+            tokens.append([])
+            continue
+        for normalized in _normalized_char(char, lower_case):
+            if _is_own_word(normalized):
+                tokens += [[(normalized, offset)], []]
+            else:
+                tokens[-1].append((normalized, offset))
+    return [token for token in tokens if token]
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -484,37 +523,36 @@ def _piece_char_spans(word: str, pieces: tuple[str, ...],
                       lower_case: bool) -> tuple[tuple[int, int], ...] | None:
     """Character span in `word` of each of its pieces, or None when they cannot be aligned.
 
-    This is the original's final-text alignment done piece by piece: the
-    word's characters are normalised one by one, the pieces (without "##")
-    must spell that normalised word, and each normalised character remembers
-    the original character it came from. One [UNK] piece takes whatever the
-    pieces before and after it leave; with more than one, the pieces cannot
-    be placed.
+    This is the original's final-text alignment done piece by piece: `word`
+    is split into the tokenizer's words with every character normalised on
+    its own, remembering the source character of each normalised one. A
+    tokenizer word is either spelled by its pieces (without "##") or is one
+    [UNK] piece.
     """
-    normalized = [_normalized_char(char, lower_case) for char in word]
-    owners = [offset for offset, text in enumerate(normalized) for _ in text]
-    spelled = "".join(normalized)
-    texts = [piece[2:] if piece.startswith("##") else piece for piece in pieces]
-    lengths = [len(text) for text in texts]
-    if pieces.count("[UNK]") == 1:
-        unknown = pieces.index("[UNK]")
-        before, after = "".join(texts[:unknown]), "".join(texts[unknown + 1:])
-        if not (spelled.startswith(before) and spelled.endswith(after)):
-            return None
-        lengths[unknown] = len(spelled) - len(before) - len(after)
-        texts[unknown] = spelled[len(before):len(spelled) - len(after)]
-    if 0 in lengths or "".join(texts) != spelled:
+    groups: list[list[str]] = []
+    for piece in pieces:
+        if piece.startswith("##") and groups:
+            groups[-1].append(piece[2:])
+        else:
+            groups.append([piece])
+    tokens = _basic_tokens(word, lower_case)
+    if len(groups) != len(tokens):
         return None
     spans = []
-    position = 0
-    for length in lengths:
-        first, last = owners[position], owners[position + length - 1] + 1
-        # A combining mark belongs to the letter before it.
-        while last < len(word) and unicodedata.category(word[last]) == "Mn" \
-                and not _normalized_char(word[last], lower_case):
-            last += 1
-        spans.append((first, last))
-        position += length
+    for group, token in zip(groups, tokens):
+        spelled = "".join(char for char, _ in token)
+        lengths = [len(spelled)] if group == ["[UNK]"] else [len(text) for text in group]
+        if 0 in lengths or (group != ["[UNK]"] and "".join(group) != spelled):
+            return None
+        position = 0
+        for length in lengths:
+            first, last = token[position][1], token[position + length - 1][1] + 1
+            # A combining mark belongs to the letter before it.
+            while last < len(word) and unicodedata.category(word[last]) == "Mn" \
+                    and not _normalized_char(word[last], lower_case):
+                last += 1
+            spans.append((first, last))
+            position += length
     return tuple(spans)
 
 
@@ -522,9 +560,9 @@ def span_text(feature: SquadFeature, start: int, end: int) -> str:
     """The original context text of sequence positions start..end (inclusive).
 
     Positions must lie in the window's context part. Where the pieces of the
-    first or last word cannot be aligned with its characters (two [UNK]s in
-    one word, or a tokenizer normalisation this module does not restate), the
-    whole word is taken, as the original does.
+    first or last word cannot be aligned with its characters (a tokenizer
+    normalisation this module does not restate), the whole word is taken, as
+    the original does.
     """
     doc, context = feature.doc, feature.example.context
     first = feature.doc_start + start - feature.doc_offset

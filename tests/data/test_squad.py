@@ -1,9 +1,11 @@
 """SQuAD: reading, windowed features, decoding back to the original text, official metrics."""
 
+import dataclasses
 import itertools
 import json
 import os
 import string
+import unicodedata
 
 import numpy as np
 import pytest
@@ -132,6 +134,13 @@ def test_missing_id_and_missing_context_are_located(tmp_path):
         squad.read_squad_examples(path, is_training=False)
     examples, skipped = squad.read_squad_examples(path, is_training=False, skip_bad_rows=True)
     assert (len(examples), skipped) == (5, 3)  # the paragraph's three questions are lost
+
+
+def test_lone_surrogate_escape_is_malformed(tmp_path):
+    path = tmp_path / "surrogate.json"
+    path.write_text(json.dumps(_load(V1)).replace("When was", "When\\ud800 was", 1), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"question id 'v1q2': question field 'question' is not valid Unicode"):
+        squad.read_squad_examples(path, is_training=False)
 
 
 def test_non_utf8_and_broken_json_name_the_file(tmp_path):
@@ -357,17 +366,48 @@ def test_decoding_keeps_combining_marks_and_places_unknown_pieces(tokenizer, tmp
     predictions = squad.decode_predictions(features, start, end).predictions
     # The decomposed accent stays with its letter, the parenthesis does not.
     assert predictions["mark"] == "Cafe\u0301"
-    # One [UNK] takes what the pieces around it leave.
+    # An [UNK] piece stands for one whole tokenizer word.
     assert predictions["unknown"] == "MIDI\u2603X"
     # The deleted soft hyphen is kept inside, the final full stop left out.
     assert predictions["deleted"] == "Pont\u00adNeuf"
-    # Two [UNK]s in a word cannot be placed: the whole word, as the original.
-    assert predictions["two_unknown"] == words[-1] == "\u2603(\u2603)."
+    assert predictions["two_unknown"] == "(\u2603)" and words[-1] == "\u2603(\u2603)."
     # A span ending inside a word leaves the rest of the word out.
     feature = features[0]
-    pile = feature.doc_offset + doc.pieces.index("pile") - feature.doc_start
-    assert squad.span_text(feature, pile, pile) == "pile"
-    assert squad.span_text(feature, pile, pile + 1) == "pile,"
+    pile = doc.pieces.index("pile")
+    position = feature.doc_offset + pile - feature.doc_start
+    assert squad.span_text(feature, position, position) == "pile"
+    assert squad.span_text(feature, position, position + 1) == "pile,"
+    # Pieces that do not spell their word: the whole word, as the original.
+    pieces = list(doc.pieces)
+    pieces[pile] = "pole"
+    misspelled = dataclasses.replace(feature, doc=dataclasses.replace(doc, pieces=tuple(pieces)))
+    assert squad.span_text(misspelled, position, position) == "pile,"
+
+
+ALIGNMENT_CASES = [
+    "Héllo Wörld ÀÉÎÕÜ naïve café e\u0301 A\u030a İstanbul ıi ΟΔΟΣ Σ σ ς ΐ Straße ẞ ﬁnance ǅ",
+    "ＡＢＣ１２３！？ ½ Ⅻ ① ㎏ ™ 中文English混合abc中。 日本語のテキスト 한국어 \u1100\u1161",
+    "😀👍🏽 👨\u200d👩\u200d👧 ❤️ مرحبا नमस्ते สวัสดีครับ Привет,мир! a\x00b\u200bc\ufeffd\u00adg",
+    "a\u00a0b\u3000c\u2002e line\u2028sep U.S.A. don't 3.14 $5 a+b=c <tag> ^_^ `q` |p| ~t ##abc [UNK]",
+    "x" * 101 + " " + "я" * 60 + " (MIDI\u2603X) \u2603(\u2603).",
+]
+
+
+def test_pieces_align_with_characters_wherever_unicode_agrees(tokenizer, minilm_dir):
+    # Random assigned characters: Python's Unicode tables and TensorFlow's
+    # ICU disagree only on characters one of them does not know yet.
+    rng = np.random.default_rng(0)
+    known = np.array([c for c in map(chr, range(0x20, 0x30000))
+                      if unicodedata.category(c) not in ("Cn", "Cs")])
+    texts = ALIGNMENT_CASES + [" ".join("".join(rng.choice(known, rng.integers(1, 7))) for _ in range(8))
+                               for _ in range(300)]
+    for lower_case in (True, False):
+        cased = BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), lower_case=lower_case)
+        words = [w for text in texts for w in squad.SquadContext.from_text(text).words]
+        ids = squad.tokenize_texts(cased, words)
+        unaligned = [w for w in words
+                     if squad._piece_char_spans(w, tuple(cased.vocabulary[i] for i in ids[w]), lower_case) is None]
+        assert len(words) > 2000 and unaligned == []
 
 
 def test_v2_null_threshold_and_null_odds(tokenizer):
