@@ -384,6 +384,24 @@ def test_decoding_keeps_combining_marks_and_places_unknown_pieces(tokenizer, tmp
     assert squad.span_text(misspelled, position, position) == "pile,"
 
 
+def test_decoding_chinese_without_spaces_gives_exact_spans(tokenizer, tmp_path):
+    # One whitespace word for the whole paragraph, with [UNK] characters
+    # (the English vocab lacks 泽 and 见): the original would answer with
+    # the whole paragraph.
+    context = "江泽民同志在北京人民大会堂会见了来访的美国总统克林顿。1998年1月，新华社报道了这次会见。"
+    path = _write_json(tmp_path, _one_paragraph(context, [
+        ("z1", "谁会见了克林顿？", "江泽民"), ("z2", "在哪里会见？", "北京人民大会堂"),
+        ("z3", "什么时候报道？", "1998年1月")]))
+    examples, _ = squad.read_squad_examples(path, is_training=True)
+    assert len(examples[0].context.words) == 1
+    arrays, features = squad.convert_examples_to_features(
+        examples, tokenizer, max_seq_length=32, doc_stride=8, max_query_length=8, is_training=True)
+    assert len(features) > 3 * len(examples) and "[UNK]" in features[0].doc.pieces
+    start, end = _point_logits(arrays, features)
+    predictions = squad.decode_predictions(features, start, end).predictions
+    assert predictions == {"z1": "江泽民", "z2": "北京人民大会堂", "z3": "1998年1月"}
+
+
 ALIGNMENT_CASES = [
     "Héllo Wörld ÀÉÎÕÜ naïve café e\u0301 A\u030a İstanbul ıi ΟΔΟΣ Σ σ ς ΐ Straße ẞ ﬁnance ǅ",
     "ＡＢＣ１２３！？ ½ Ⅻ ① ㎏ ™ 中文English混合abc中。 日本語のテキスト 한국어 \u1100\u1161",
