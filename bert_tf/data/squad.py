@@ -685,7 +685,9 @@ def _write_json(path: str, value: Any) -> None:
     fd, temp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=f".{os.path.basename(path)}.")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(value, f, indent=4, ensure_ascii=False)
+            # ASCII escapes, as the original wrote them: the official
+            # evaluation scripts open files in the locale's encoding.
+            json.dump(value, f, indent=4)
             f.write("\n")
         os.chmod(temp, 0o644)
         os.replace(temp, path)

@@ -478,6 +478,9 @@ def test_writes_prediction_files_atomically(tmp_path, tokenizer):
     assert nbest == result.nbest
     assert set(nbest["v2q1"][0]) == {"text", "probability", "start_logit", "end_logit"}
     assert len(result.predictions) == 5 and all(len(v) <= 6 for v in nbest.values())
+    # Non-ASCII answers are written as escapes, readable in any locale.
+    assert any(not c["text"].isascii() for v in nbest.values() for c in v)
+    assert all((tmp_path / "out" / name).read_bytes().isascii() for name in os.listdir(tmp_path / "out"))
 
 
 # Metrics, against an independent restatement of the official scripts.
