@@ -1,0 +1,114 @@
+"""Extractive question answering (SQuAD v1.1 / v2.0) end to end: what run_squad.py calls."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import checkpoints
+from bert_tf.configs import BertConfig
+from bert_tf.data import squad, squad_metrics
+from bert_tf.data.tokenization import BertTokenizer
+from bert_tf.modeling.task_models import BertSpanLabeler
+from bert_tf.training import finetuning, tasks
+from bert_tf.training.finetuning import FinetuningConfig, write_json
+from bert_tf.training.optimization import OptimizerConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadConfig:
+    """The original run_squad.py data settings."""
+
+    train_file: str | None = None
+    predict_file: str | None = None
+    version_2_with_negative: bool = False
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    null_score_diff_threshold: float = 0.0
+    skip_bad_rows: bool = False
+
+
+def _predict(model, tokenizer, squad_config: SquadConfig, max_seq_length: int, batch_size: int,
+             output_dir: str | None = None) -> dict[str, float]:
+    """Decodes answers for predict_file, writes the prediction files, returns EM/F1."""
+    examples, skipped = squad.read_squad_examples(
+        squad_config.predict_file, is_training=False,
+        version_2_with_negative=squad_config.version_2_with_negative,
+        skip_bad_rows=squad_config.skip_bad_rows)
+    arrays, features = squad.convert_examples_to_features(
+        examples, tokenizer, max_seq_length=max_seq_length, doc_stride=squad_config.doc_stride,
+        max_query_length=squad_config.max_query_length, is_training=False)
+    logits = finetuning.predict(model, arrays, batch_size, seq_outputs=("start_logits", "end_logits"))
+    predictions = squad.decode_predictions(
+        features, logits["start_logits"], logits["end_logits"], n_best_size=squad_config.n_best_size,
+        max_answer_length=squad_config.max_answer_length,
+        version_2_with_negative=squad_config.version_2_with_negative,
+        null_score_diff_threshold=squad_config.null_score_diff_threshold)
+    if output_dir is not None:
+        for path in squad.write_predictions(output_dir, predictions):
+            logging.info("wrote %s", path)
+    gold = squad.gold_answers(examples)
+    if squad_config.version_2_with_negative:
+        scores = squad_metrics.squad_v2_metrics(gold, predictions.predictions, na_probs=predictions.null_odds)
+    else:
+        scores = squad_metrics.squad_v1_metrics(gold, predictions.predictions)
+    return {**scores, "skipped_questions": float(skipped)}
+
+
+def run(squad_config: SquadConfig, *, init_checkpoint: str | None, output_dir: str,
+        do_train: bool, do_predict: bool, max_seq_length: int, do_lower_case: bool | None,
+        vocab_file: str | None, bert_config_file: str | None, optimizer: OptimizerConfig,
+        config: FinetuningConfig, strategy: tf.distribute.Strategy) -> dict:
+    """Trains on train_file and/or predicts predict_file; returns the figures written to JSON."""
+    if not init_checkpoint:
+        raise ValueError("--init_checkpoint is required")
+    files = checkpoints.locate(init_checkpoint)
+    trained = None if do_train else checkpoints.load_task_model(init_checkpoint)
+    model_config = trained.config if trained else BertConfig.from_json_file(bert_config_file or files.config_file)
+    vocab_file = vocab_file or files.vocab_file
+    if not vocab_file:
+        raise ValueError(f"--vocab_file is required: {init_checkpoint} has no vocab.txt")
+    if max_seq_length > model_config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
+                         f"{model_config.max_position_embeddings} of {init_checkpoint}")
+    if do_train and not squad_config.train_file:
+        raise ValueError("--do_train needs --train_file")
+    if do_predict and not squad_config.predict_file:
+        raise ValueError("--do_predict needs --predict_file")
+    tokenizer = BertTokenizer(vocab_file, lower_case=model_config.do_lower_case
+                              if do_lower_case is None else do_lower_case)
+    report: dict = {}
+    os.makedirs(output_dir, exist_ok=True)
+    if do_train:
+        examples, skipped = squad.read_squad_examples(
+            squad_config.train_file, is_training=True,
+            version_2_with_negative=squad_config.version_2_with_negative,
+            skip_bad_rows=squad_config.skip_bad_rows)
+        arrays, _ = squad.convert_examples_to_features(
+            examples, tokenizer, max_seq_length=max_seq_length, doc_stride=squad_config.doc_stride,
+            max_query_length=squad_config.max_query_length, is_training=True)
+        logging.info("%d questions (%d skipped) -> %d windows", len(examples), skipped,
+                     len(arrays["input_word_ids"]))
+        evaluate = None
+        if squad_config.predict_file:
+            evaluate = lambda model: {k: v for k, v in _predict(  # noqa: E731
+                model, tokenizer, squad_config, max_seq_length, config.eval_batch_size).items()
+                if k in ("exact_match", "exact", "f1")}
+        task_info = {"task": "squad", "max_seq_length": max_seq_length,
+                     "version_2_with_negative": squad_config.version_2_with_negative}
+        report["train"] = finetuning.run_finetuning(
+            lambda: BertSpanLabeler(model_config), tasks.SpanTask(), optimizer,
+            dataclasses.replace(config, output_dir=output_dir, init_checkpoint=init_checkpoint,
+                                best_metric="f1" if evaluate else None),
+            strategy, arrays, evaluate, vocab_file, task_info)
+        trained = checkpoints.load_task_model(os.path.join(output_dir, "best"))
+    if do_predict:
+        report["eval"] = _predict(trained, tokenizer, squad_config, max_seq_length,
+                                  config.eval_batch_size, output_dir)
+        write_json(os.path.join(output_dir, "eval_results.json"), report["eval"])
+    return report

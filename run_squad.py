@@ -1,0 +1,70 @@
+"""Fine-tunes BERT for extractive question answering on SQuAD v1.1 / v2.0.
+
+    python run_squad.py --train_file=train-v1.1.json --predict_file=dev-v1.1.json \
+        --init_checkpoint=MODEL_DIR --do_train --do_predict --output_dir=runs/squad
+
+Intentionally kept short: flags in, dataclasses out, one call into bert_tf.training.
+"""
+
+from __future__ import annotations
+
+import json
+
+from absl import app, flags
+
+from bert_tf import flags as bert_flags
+
+bert_flags.define_finetuning_flags()
+flags.DEFINE_string("train_file", None, "SQuAD JSON for training.")
+flags.DEFINE_string("predict_file", None, "SQuAD JSON to predict (and score, with its answers).")
+flags.DEFINE_boolean("version_2_with_negative", False, "SQuAD 2.0: questions may have no answer.")
+flags.DEFINE_integer("doc_stride", 128, "Pieces between the starts of consecutive context windows.",
+                     lower_bound=1)
+flags.DEFINE_integer("max_query_length", 64, "Questions are cut to this many pieces.", lower_bound=1)
+flags.DEFINE_integer("n_best_size", 20, "Candidates kept for nbest_predictions.json.", lower_bound=1)
+flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in word pieces.", lower_bound=1)
+flags.DEFINE_float("null_score_diff_threshold", 0.0,
+                   "SQuAD 2.0: answer \"\" when null score - best span score exceeds this.")
+FLAGS = flags.FLAGS
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        bert_flags.exit_with_error(f"unexpected arguments: {' '.join(argv[1:])}")
+    from bert_tf.checkpoints import CheckpointMismatchError
+    from bert_tf.training import distribute, squad_job
+    from bert_tf.training.finetuning import FinetuningConfig
+    from bert_tf.training.optimization import OptimizerConfig
+
+    try:
+        report = squad_job.run(
+            squad_job.SquadConfig(
+                train_file=FLAGS.train_file, predict_file=FLAGS.predict_file,
+                version_2_with_negative=FLAGS.version_2_with_negative, doc_stride=FLAGS.doc_stride,
+                max_query_length=FLAGS.max_query_length, n_best_size=FLAGS.n_best_size,
+                max_answer_length=FLAGS.max_answer_length,
+                null_score_diff_threshold=FLAGS.null_score_diff_threshold,
+                skip_bad_rows=FLAGS.skip_bad_rows),
+            init_checkpoint=FLAGS.init_checkpoint, output_dir=FLAGS.output_dir,
+            do_train=FLAGS.do_train, do_predict=FLAGS.do_predict or FLAGS.do_eval,
+            max_seq_length=FLAGS.max_seq_length, do_lower_case=FLAGS.do_lower_case,
+            vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
+            optimizer=OptimizerConfig(optimizer=FLAGS.optimizer, learning_rate=FLAGS.learning_rate,
+                                      weight_decay=FLAGS.weight_decay, num_train_steps=0,
+                                      num_warmup_steps=0),
+            config=FinetuningConfig(
+                output_dir=FLAGS.output_dir, train_batch_size=FLAGS.train_batch_size,
+                eval_batch_size=FLAGS.eval_batch_size, num_train_epochs=FLAGS.num_train_epochs,
+                warmup_proportion=FLAGS.warmup_proportion,
+                gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+                log_steps=FLAGS.log_steps, seed=FLAGS.random_seed,
+                mixed_precision=distribute.resolve_precision(FLAGS.mixed_precision),
+                jit_compile=FLAGS.jit_compile),
+            strategy=distribute.get_strategy(FLAGS.distribution_strategy))
+    except (OSError, ValueError, CheckpointMismatchError) as e:
+        bert_flags.exit_with_error(e)
+    print(json.dumps({k: v for k, v in report.items() if k != "train"}, indent=2, sort_keys=True))
+
+
+if __name__ == "__main__":
+    app.run(main, flags_parser=bert_flags.parse_flags_or_exit)
