@@ -32,11 +32,10 @@ def main(argv: list[str]) -> None:
     if len(argv) > 1:
         bert_flags.exit_with_error(f"unexpected arguments: {' '.join(argv[1:])}")
     from bert_tf.checkpoints import CheckpointMismatchError
-    from bert_tf.training import distribute, squad_job
-    from bert_tf.training.finetuning import FinetuningConfig
-    from bert_tf.training.optimization import OptimizerConfig
+    from bert_tf.training import squad_job
 
     try:
+        optimizer, config, strategy = bert_flags.finetuning_options()
         report = squad_job.run(
             squad_job.SquadConfig(
                 train_file=FLAGS.train_file, predict_file=FLAGS.predict_file,
@@ -49,18 +48,7 @@ def main(argv: list[str]) -> None:
             do_train=FLAGS.do_train, do_predict=FLAGS.do_predict or FLAGS.do_eval,
             max_seq_length=FLAGS.max_seq_length, do_lower_case=FLAGS.do_lower_case,
             vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
-            optimizer=OptimizerConfig(optimizer=FLAGS.optimizer, learning_rate=FLAGS.learning_rate,
-                                      weight_decay=FLAGS.weight_decay, num_train_steps=0,
-                                      num_warmup_steps=0),
-            config=FinetuningConfig(
-                output_dir=FLAGS.output_dir, train_batch_size=FLAGS.train_batch_size,
-                eval_batch_size=FLAGS.eval_batch_size, num_train_epochs=FLAGS.num_train_epochs,
-                warmup_proportion=FLAGS.warmup_proportion,
-                gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
-                log_steps=FLAGS.log_steps, seed=FLAGS.random_seed,
-                mixed_precision=distribute.resolve_precision(FLAGS.mixed_precision),
-                jit_compile=FLAGS.jit_compile),
-            strategy=distribute.get_strategy(FLAGS.distribution_strategy))
+            optimizer=optimizer, config=config, strategy=strategy)
     except (OSError, ValueError, CheckpointMismatchError) as e:
         bert_flags.exit_with_error(e)
     print(json.dumps({k: v for k, v in report.items() if k != "train"}, indent=2, sort_keys=True))

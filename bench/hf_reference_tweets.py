@@ -16,7 +16,6 @@ import argparse
 import csv
 import os
 
-import numpy as np
 import torch
 import transformers
 

@@ -268,3 +268,25 @@ def define_finetuning_flags() -> None:
     flags.register_validator(
         "output_dir", lambda d: d is None or not os.path.isfile(d),
         message="--output_dir is an existing file, not a directory")
+
+
+def finetuning_options():
+    """The shared fine-tuning flags as (OptimizerConfig, FinetuningConfig, strategy).
+
+    Driver-side glue (this module is where flags are read): the library takes
+    the dataclasses. The schedule's length comes from the epochs at run time.
+    """
+    from bert_tf.training import distribute
+    from bert_tf.training.finetuning import FinetuningConfig
+    from bert_tf.training.optimization import OptimizerConfig
+
+    optimizer = OptimizerConfig(optimizer=FLAGS.optimizer, learning_rate=FLAGS.learning_rate,
+                                weight_decay=FLAGS.weight_decay, num_train_steps=0, num_warmup_steps=0)
+    config = FinetuningConfig(
+        output_dir=FLAGS.output_dir, train_batch_size=FLAGS.train_batch_size,
+        eval_batch_size=FLAGS.eval_batch_size, num_train_epochs=FLAGS.num_train_epochs,
+        warmup_proportion=FLAGS.warmup_proportion,
+        gradient_accumulation_steps=FLAGS.gradient_accumulation_steps, log_steps=FLAGS.log_steps,
+        seed=FLAGS.random_seed, mixed_precision=distribute.resolve_precision(FLAGS.mixed_precision),
+        jit_compile=FLAGS.jit_compile)
+    return optimizer, config, distribute.get_strategy(FLAGS.distribution_strategy)

@@ -10,7 +10,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from bert_tf.configs import BertConfig
 from bert_tf.training.distribute import split_cpu

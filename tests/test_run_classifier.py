@@ -1,7 +1,6 @@
 """run_classifier.py end to end on a tiny model: GLUE layouts, user data, bad rows."""
 
 import json
-import os
 
 import pytest
 

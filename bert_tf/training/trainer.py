@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import time
 from typing import Callable, Sequence
 
 import keras
-import numpy as np
 import tensorflow as tf
 from absl import logging
 
