@@ -22,8 +22,8 @@ from absl import logging
 
 from bert_tf import checkpoints
 from bert_tf.training import tasks
-from bert_tf.training.optimization import OptimizerConfig, create_optimizer
-from bert_tf.training.trainer import PRECISIONS, TrainStep, _Summaries, _worker_info
+from bert_tf.training.optimization import OptimizerConfig
+from bert_tf.training.trainer import PRECISIONS, TrainStep, _Summaries, _worker_info, build_for_training
 
 Features = dict[str, np.ndarray]
 
@@ -144,16 +144,8 @@ def run_finetuning(build_model: Callable[[], keras.Model], task: tasks.Task,
     os.makedirs(config.output_dir, exist_ok=True)
 
     keras.utils.set_random_seed(config.seed)
-    previous_policy = keras.config.dtype_policy()
-    keras.mixed_precision.set_global_policy(config.mixed_precision)
-    try:
-        with strategy.scope():
-            model = build_model()
-            optimizer = create_optimizer(optimizer_config, config.mixed_precision)
-            optimizer.build(model.trainable_variables)
-            global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-    finally:
-        keras.mixed_precision.set_global_policy(previous_policy)
+    model, optimizer, global_step = build_for_training(build_model, optimizer_config,
+                                                       config.mixed_precision, strategy)
 
     context = tf.distribute.InputContext(num_workers, worker, num_workers)
     iterator = iter(train_dataset(train_features, config.train_batch_size, config.seed, context))

@@ -71,6 +71,35 @@ def _worker_info(strategy: tf.distribute.Strategy) -> tuple[int, int]:
     return resolver.cluster_spec().num_tasks("worker"), resolver.task_id or 0
 
 
+def check_batch_sizes(train_batch_size: int, eval_batch_size: int, replicas: int,
+                      gradient_accumulation_steps: int) -> None:
+    """Raises ValueError when a global batch does not split evenly over replicas and micro-batches."""
+    if train_batch_size % (replicas * gradient_accumulation_steps):
+        raise ValueError(f"train_batch_size {train_batch_size} is not divisible by replicas "
+                         f"({replicas}) x gradient_accumulation_steps ({gradient_accumulation_steps})")
+    if eval_batch_size % replicas:
+        raise ValueError(f"eval_batch_size {eval_batch_size} is not divisible by replicas ({replicas})")
+
+
+def build_for_training(build_model: Callable[[], keras.Model], optimizer_config: OptimizerConfig,
+                       mixed_precision: str, strategy: tf.distribute.Strategy):
+    """Builds (model, optimizer, global step) under the strategy's scope and the precision policy.
+
+    The optimizer's slots are built at once, so that a checkpoint restores them.
+    """
+    previous_policy = keras.config.dtype_policy()
+    keras.mixed_precision.set_global_policy(mixed_precision)
+    try:
+        with strategy.scope():
+            model = build_model()
+            optimizer = create_optimizer(optimizer_config, mixed_precision)
+            optimizer.build(model.trainable_variables)
+            global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+    finally:
+        keras.mixed_precision.set_global_policy(previous_policy)
+    return model, optimizer, global_step
+
+
 class TrainStep:
     """The compiled train and eval steps of a model, optimizer and task (benchmarks use it too).
 
@@ -91,6 +120,7 @@ class TrainStep:
         self.task = task
         task.bind(model)
         self.replicas = strategy.num_replicas_in_sync
+        check_batch_sizes(train_batch_size, eval_batch_size, self.replicas, gradient_accumulation_steps)
         self.local_replicas = self.replicas // num_workers
         self.accum = gradient_accumulation_steps
         self.micro_batch = train_batch_size // (self.replicas * self.accum)
@@ -243,13 +273,8 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
         The last train and eval metrics, keyed "train/NAME" and "eval/NAME".
     """
     replicas = strategy.num_replicas_in_sync
-    accum = config.gradient_accumulation_steps
-    if config.train_batch_size % (replicas * accum):
-        raise ValueError(f"train_batch_size {config.train_batch_size} is not divisible by "
-                         f"replicas ({replicas}) x gradient_accumulation_steps ({accum})")
-    if config.eval_batch_size % replicas:
-        raise ValueError(f"eval_batch_size {config.eval_batch_size} is not divisible by "
-                         f"replicas ({replicas})")
+    check_batch_sizes(config.train_batch_size, config.eval_batch_size, replicas,
+                      config.gradient_accumulation_steps)
     num_workers, worker = _worker_info(strategy)
     chief = worker == 0
     logging.info("%s: %d replica(s) on %d worker(s); this is worker %d", type(strategy).__name__,
@@ -258,16 +283,8 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
     os.makedirs(config.output_dir, exist_ok=True)
 
     keras.utils.set_random_seed(config.seed)
-    previous_policy = keras.config.dtype_policy()
-    keras.mixed_precision.set_global_policy(config.mixed_precision)
-    try:
-        with strategy.scope():
-            model = BertPretrainer(model_config)
-            optimizer = create_optimizer(optimizer_config, config.mixed_precision)
-            optimizer.build(model.trainable_variables)
-            global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-    finally:
-        keras.mixed_precision.set_global_policy(previous_policy)
+    model, optimizer, global_step = build_for_training(
+        lambda: BertPretrainer(model_config), optimizer_config, config.mixed_precision, strategy)
 
     context = tf.distribute.InputContext(num_workers, worker, num_workers)
     train_dataset = train_dataset_fn(config.train_batch_size, context)
