@@ -48,16 +48,19 @@ def test_people_daily_paragraphs_and_tags():
 
 def test_people_daily_corpus_format(cache):
     path = corpora.people_daily_corpus()
-    assert path == cache / "people_daily_1998.txt"
+    assert path == cache / "people_daily_1998_articles.txt"
     documents = _documents(path)
     sentences = [sentence for document in documents for sentence in document]
-    assert (len(documents), len(sentences)) == (19484, 44533)
-    assert documents[1] == ["中共中央总书记、国家主席江泽民"]
+    # 19,484 paragraphs grouped into articles: a headline after text opens one.
+    assert (len(documents), len(sentences)) == (3440, 44533)
+    assert documents[0][:2] == ["迈向充满希望的新世纪——一九九八年新年讲话（附图片１张）",
+                                "中共中央总书记、国家主席江泽民"]
+    assert documents[2][0] == "在十五大精神指引下胜利前进——元旦献辞"
     assert not any(re.search(r"/[A-Za-z]+(\s|$)", sentence) for sentence in sentences)
     assert all(corpora.split_sentences(sentence) == [sentence] for sentence in sentences)
 
     segmented = _documents(corpora.people_daily_corpus(segmented=True))
-    assert segmented[1] == ["中共中央 总书记 、 国家 主席 江 泽民"]
+    assert segmented[0][1] == "中共中央 总书记 、 国家 主席 江 泽民"
     assert [[s.replace(" ", "") for s in document] for document in segmented] == documents
 
 
