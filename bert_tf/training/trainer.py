@@ -130,7 +130,7 @@ class TrainStep:
         self._forward_backward = tf.function(self._micro_step, jit_compile=jit_compile,
                                              reduce_retracing=True)
         self.train = tf.function(self._train, reduce_retracing=True)
-        self.evaluate = tf.function(self._eval, reduce_retracing=True)
+        self.evaluate = tf.function(self._evaluate, reduce_retracing=True)
 
     def _local_slice(self, batch: dict, size: int) -> dict:
         """This replica's rows of a per-worker batch."""
@@ -189,14 +189,14 @@ class TrainStep:
         sums = self.strategy.run(self._replica_train, args=(batch,))
         return self.strategy.experimental_local_results(sums)[0]
 
-    def _replica_eval(self, batch: dict):
+    def _replica_evaluate(self, batch: dict):
         ctx = tf.distribute.get_replica_context()
         local = self._local_slice(batch, self.eval_batch)
         outputs = self.model({k: local[k] for k in self.task.model_inputs}, training=False)
         return ctx.all_reduce("sum", {**self.task.sums(local, outputs), **self.task.weights(local)})
 
-    def _eval(self, batch):
-        sums = self.strategy.run(self._replica_eval, args=(batch,))
+    def _evaluate(self, batch):
+        sums = self.strategy.run(self._replica_evaluate, args=(batch,))
         return self.strategy.experimental_local_results(sums)[0]
 
 
