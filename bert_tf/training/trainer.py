@@ -335,8 +335,12 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
 
     eval_batches, unigram = [], None
     if eval_dataset_fn is not None:
+        # Every worker reads the same, unsharded eval batches: each eval step is a
+        # collective that all workers must join, so they need equal batch counts.
+        # The all-reduced sums then count every example once per worker, which
+        # leaves the ratios (the metrics) unchanged.
         eval_size = config.eval_batch_size // num_workers
-        eval_batches = list(eval_dataset_fn(config.eval_batch_size, context)
+        eval_batches = list(eval_dataset_fn(eval_size, tf.distribute.InputContext())
                             .rebatch(eval_size, drop_remainder=True).take(config.eval_batches))
         if not eval_batches:
             raise ValueError(f"the eval data holds fewer than eval_batch_size={config.eval_batch_size} examples")
