@@ -69,3 +69,19 @@ _TF_NATIVE_LOG = re.compile(r"^([IWEF]\d{4} \d\d:\d\d:\d\d|WARNING: All log mess
 def own_stderr_lines(stderr: str) -> list[str]:
     """The lines of a driver's stderr that the driver itself wrote."""
     return [line for line in stderr.splitlines() if line.strip() and not _TF_NATIVE_LOG.match(line)]
+
+
+def original_feature_spec(seq_length: int, predictions: int) -> dict:
+    """google-research/bert run_pretraining.py's record spec, written out here on purpose,
+    so that a change to the library's own spec cannot pass unnoticed."""
+    import tensorflow as tf
+
+    return {
+        "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+        "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
+        "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+        "masked_lm_positions": tf.io.FixedLenFeature([predictions], tf.int64),
+        "masked_lm_ids": tf.io.FixedLenFeature([predictions], tf.int64),
+        "masked_lm_weights": tf.io.FixedLenFeature([predictions], tf.float32),
+        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+    }

@@ -9,20 +9,12 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from tests.conftest import original_feature_spec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(ROOT, "tests", "testdata", "en_corpus.txt")
 S, P = 64, 10
-# google-research/bert run_pretraining.py's spec, written out on purpose.
-ORIGINAL_SPEC = {
-    "input_ids": tf.io.FixedLenFeature([S], tf.int64),
-    "input_mask": tf.io.FixedLenFeature([S], tf.int64),
-    "segment_ids": tf.io.FixedLenFeature([S], tf.int64),
-    "masked_lm_positions": tf.io.FixedLenFeature([P], tf.int64),
-    "masked_lm_ids": tf.io.FixedLenFeature([P], tf.int64),
-    "masked_lm_weights": tf.io.FixedLenFeature([P], tf.float32),
-    "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-}
+ORIGINAL_SPEC = original_feature_spec(S, P)
 
 
 # TensorFlow's C++ runtime logs to stderr before absl takes over; those lines are not ours.

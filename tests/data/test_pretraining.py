@@ -20,21 +20,12 @@ import tensorflow as tf
 from bert_tf.data import pretraining, pretraining_dataset, pretraining_records
 from bert_tf.data.masking import MaskedLmMasker
 from bert_tf.data.pretraining_writer import PretrainingDataOptions, create_pretraining_data
+from tests.conftest import original_feature_spec
 
 S, P = 128, 20
 TESTDATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata")
 
-# The spec of google-research/bert run_pretraining.py, written out here so
-# that a change to the library's spec cannot pass unnoticed.
-ORIGINAL_SPEC = {
-    "input_ids": tf.io.FixedLenFeature([S], tf.int64),
-    "input_mask": tf.io.FixedLenFeature([S], tf.int64),
-    "segment_ids": tf.io.FixedLenFeature([S], tf.int64),
-    "masked_lm_positions": tf.io.FixedLenFeature([P], tf.int64),
-    "masked_lm_ids": tf.io.FixedLenFeature([P], tf.int64),
-    "masked_lm_weights": tf.io.FixedLenFeature([P], tf.float32),
-    "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-}
+ORIGINAL_SPEC = original_feature_spec(S, P)
 
 
 class WhitespaceTokenizer:
