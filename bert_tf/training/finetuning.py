@@ -21,6 +21,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints
+from bert_tf.data.classification import write_text_atomically
 from bert_tf.training import tasks
 from bert_tf.training.optimization import OptimizerConfig
 from bert_tf.training.trainer import PRECISIONS, TrainStep, _Summaries, _worker_info, build_for_training
@@ -215,7 +216,5 @@ def run_finetuning(build_model: Callable[[], keras.Model], task: tasks.Task,
 
 
 def write_json(path: str, values: dict) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(values, f, indent=2, sort_keys=True, ensure_ascii=False)
-    os.replace(tmp, path)
+    """Writes a results JSON atomically."""
+    write_text_atomically(path, json.dumps(values, indent=2, sort_keys=True, ensure_ascii=False))

@@ -118,7 +118,8 @@ def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train
         features = ner.convert_to_features(split.sentences, tokenizer, tags, max_seq_length)
         predicted = ner.word_tags(predict_tags(trained, features, config.eval_batch_size), features, tags)
         if name == "test":
-            _write_predictions(os.path.join(output_dir, "test_predictions.txt"), split, predicted)
+            ner.write_conll(os.path.join(output_dir, "test_predictions.txt"),
+                            [dataclasses.replace(s, tags=t) for s, t in zip(split.sentences, predicted)])
         if any(tag != "O" for s in split.sentences for tag in s.tags) or name == "dev":
             report[name] = ner.entity_scores([s.tags for s in split.sentences], predicted)
             write_json(os.path.join(output_dir, f"{'eval' if name == 'dev' else 'test'}_results.json"),
@@ -128,13 +129,3 @@ def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train
         baseline = ner.dictionary_tags(train.sentences, [s.words for s in test.sentences], data.scheme)
         report["baseline_dictionary"] = ner.entity_scores([s.tags for s in test.sentences], baseline)
     return report
-
-
-def _write_predictions(path: str, split: ner.ConllFile, predicted: list[list[str]]) -> None:
-    lines = []
-    for sentence, tags in zip(split.sentences, predicted):
-        lines += [f"{w} {t}" for w, t in zip(sentence.words, tags)] + [""]
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines))
-    os.replace(tmp, path)
