@@ -126,9 +126,13 @@ def test_two_worker_multi_worker_mirrored_run(corpus, tmp_path):
              *_flags(corpus, out, distribution_strategy="multi_worker_mirrored", num_train_steps=3)],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     results = [p.communicate(timeout=300) for p in processes]
+    logs = "\n".join(f"--- worker {i} ---\n{err[-3000:]}" for i, (_, err) in enumerate(results))
     for index, (process, (_, stderr)) in enumerate(zip(processes, results)):
-        assert process.returncode == 0, stderr[-3000:]
+        assert process.returncode == 0, logs
         assert f"2 replica(s) on 2 worker(s); this is worker {index}" in stderr
+        # The one-worker checkpoint's input position does not fit two workers; every
+        # worker must see that, whatever the chief has written meanwhile.
+        assert "the data position starts afresh" in stderr, logs
     assert tf.train.latest_checkpoint(os.path.join(out, "checkpoints")).endswith("ckpt-3")
 
 

@@ -292,19 +292,20 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
     checkpoint_dir = os.path.join(config.output_dir, "checkpoints")
     if not chief:  # every worker writes; only the chief's files are kept
         checkpoint_dir = os.path.join(config.output_dir, f".worker_{worker}_checkpoints")
+    # The input position only means something for the same pipeline: same files and
+    # shapes (the caller's fingerprint) and the same sharding over workers. The
+    # fingerprint lives in the checkpoint itself, so every worker reads the one its
+    # checkpoint was written with (a side file would race with the chief rewriting it).
+    fingerprint = tf.Variable(f"{config.data_fingerprint}/workers={num_workers}", trainable=False)
     state = dict(model=model, optimizer=optimizer, step=global_step)
     manager = tf.train.CheckpointManager(
-        tf.train.Checkpoint(**state, iterator=iterator), checkpoint_dir,
-        max_to_keep=config.keep_checkpoint_max, step_counter=global_step)
-    fingerprint_file = os.path.join(config.output_dir, "data_fingerprint.json")
+        tf.train.Checkpoint(**state, iterator=iterator, data_fingerprint=fingerprint),
+        checkpoint_dir, max_to_keep=config.keep_checkpoint_max, step_counter=global_step)
     latest = tf.train.latest_checkpoint(os.path.join(config.output_dir, "checkpoints"))
-    # The input position only means something for the same pipeline: same files and
-    # shapes (the caller's fingerprint) and the same sharding over workers.
-    fingerprint = f"{config.data_fingerprint}/workers={num_workers}"
     if latest:
-        same_data = (os.path.exists(fingerprint_file)
-                     and json.load(open(fingerprint_file))["fingerprint"] == fingerprint)
-        if same_data:
+        reader = tf.train.load_checkpoint(latest)
+        key = "data_fingerprint/.ATTRIBUTES/VARIABLE_VALUE"
+        if reader.has_tensor(key) and reader.get_tensor(key) == fingerprint.numpy():
             manager.checkpoint.restore(latest).assert_existing_objects_matched()
         else:  # a new phase or new files: weights, optimizer and step only
             tf.train.Checkpoint(**state).restore(latest).expect_partial()
@@ -313,10 +314,6 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
     elif config.init_checkpoint:
         checkpoints.load_weights(model, config.init_checkpoint)
         logging.info("initialised weights from %s", config.init_checkpoint)
-    if chief:
-        with open(fingerprint_file + ".tmp", "w") as f:
-            json.dump({"fingerprint": fingerprint}, f)
-        os.replace(fingerprint_file + ".tmp", fingerprint_file)
 
     task = tasks.PretrainingTask()
     steps = TrainStep(model, optimizer, strategy, task, train_batch_size=config.train_batch_size,
