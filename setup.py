@@ -19,6 +19,8 @@ setup(
         "keras-hub>=0.21",
         "absl-py>=2.1",
         "tensorboard>=2.21,<2.22",
+        # PredictionLog / PredictRequest protos for the SavedModel warm-up file.
+        "tensorflow-serving-api>=2.21,<2.22",
         "safetensors>=0.4",
         "numpy>=1.26",
         "scikit-learn>=1.3",

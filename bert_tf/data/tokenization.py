@@ -137,6 +137,25 @@ def split_words(text: tf.Tensor) -> tf.RaggedTensor:
     return tf_text.regex_split(text, _SPLIT, _KEEP)
 
 
+def split_words_with_offsets(text: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
+    """Splits raw text into the words `BertTokenizer` would see, with their byte offsets.
+
+    The split is that of `split_words` (whitespace, punctuation, every CJK
+    character a word) applied before normalisation, so offsets point into the
+    text as given; each word then normalises to the same word pieces as in the
+    whole text. Used where predictions are mapped back onto the input (tags of
+    words, answer spans).
+
+    Args:
+      text: tf.string Tensor of shape [batch].
+
+    Returns:
+      (words, begin, end): tf.string RaggedTensor [batch, (words)] and int64
+      RaggedTensors of the same shape, each word's start and end byte offsets.
+    """
+    return tf_text.regex_split_with_offsets(text, f"{_WHITESPACE}+|{_PUNCTUATION}|{_CJK}", _KEEP)
+
+
 def _vocab_table(vocab_file: str, key_index: int, value_index: int,
                  key_dtype: tf.DType, value_dtype: tf.DType, default: Any) -> tf.lookup.StaticHashTable:
     # A TextFileInitializer created eagerly tracks the file as an asset, so a

@@ -257,13 +257,16 @@ class CRF(keras.layers.Layer):
     enormous. Learning makes invalid moves unlikely; decoding excludes them.
 
     Attributes:
-      transitions: float32 weight [T, T], score of moving from tag i to tag j.
-      start_transitions: float32 weight [T], score of starting with a tag.
-      end_transitions: float32 weight [T], score of ending with a tag.
+      transitions: float32 weight [T, T]; times `learning_rate_multiplier`, the
+        score of moving from tag i to tag j.
+      start_transitions: float32 weight [T]; scaled likewise, the score of
+        starting with a tag.
+      end_transitions: float32 weight [T]; scaled likewise, the score of ending
+        with a tag.
     """
 
     def __init__(self, num_tags: int, tags: Sequence[str] | None = None, scheme: str | None = None,
-                 **kwargs: Any) -> None:
+                 learning_rate_multiplier: float = 1.0, **kwargs: Any) -> None:
         """Creates the weights (zeros) and the constraint tables.
 
         Args:
@@ -271,6 +274,12 @@ class CRF(keras.layers.Layer):
           tags: the T tag names in id order; with `scheme`, enables the
             constraints.
           scheme: one of `SCHEMES`; needs `tags`.
+          learning_rate_multiplier: the scores are the weights times this. Under
+            Adam a weight moves about the learning rate per step whatever its
+            gradient's scale, so the scores move this many times faster: the
+            zero-initialised transitions can then learn at a fine-tuning rate
+            made for the pretrained encoder (BERT-CRF taggers commonly give
+            the CRF a rate about 100x the encoder's).
           **kwargs: `keras.layers.Layer` arguments; dtype defaults to float32.
 
         Raises:
@@ -286,6 +295,7 @@ class CRF(keras.layers.Layer):
         self.num_tags = num_tags
         self.tags = list(tags) if tags is not None else None
         self.scheme = scheme
+        self.learning_rate_multiplier = float(learning_rate_multiplier)
         if tags is None:
             allowed = (np.ones([num_tags, num_tags], bool), np.ones([num_tags], bool), np.ones([num_tags], bool))
         else:
@@ -304,7 +314,7 @@ class CRF(keras.layers.Layer):
         self.built = True
 
     def _weights(self, constrained: bool) -> list[tf.Tensor]:
-        weights = [tf.convert_to_tensor(w) for w in
+        weights = [tf.convert_to_tensor(w) * self.learning_rate_multiplier for w in
                    (self.transitions, self.start_transitions, self.end_transitions)]
         if constrained:
             weights = [w + p for w, p in zip(weights, self._penalties)]
@@ -345,4 +355,4 @@ class CRF(keras.layers.Layer):
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "num_tags": self.num_tags, "tags": self.tags,
-                "scheme": self.scheme}
+                "scheme": self.scheme, "learning_rate_multiplier": self.learning_rate_multiplier}

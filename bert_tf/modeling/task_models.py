@@ -64,7 +64,7 @@ class BertTagger(_TaskModel):
     """
 
     def __init__(self, config: BertConfig | dict, num_tags: int, crf_tags: list[str] | None = None,
-                 scheme: str = "BIO", **kwargs):
+                 scheme: str = "BIO", crf_learning_rate_multiplier: float = 100.0, **kwargs):
         config = _config_from(config)
         kwargs.setdefault("name", "bert_tagger")
         # === Layers ===
@@ -76,7 +76,8 @@ class BertTagger(_TaskModel):
         if crf_tags is not None:
             from bert_tf.modeling.crf import CRF
 
-            self.crf = CRF(num_tags, tags=crf_tags, scheme=scheme, name="crf")
+            self.crf = CRF(num_tags, tags=crf_tags, scheme=scheme,
+                           learning_rate_multiplier=crf_learning_rate_multiplier, name="crf")
         # === Functional model ===
         inputs = encoder_inputs()
         sequence = self.encoder(inputs)["sequence_output"]
@@ -84,7 +85,8 @@ class BertTagger(_TaskModel):
         super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
         # === Config ===
         self.config = config
-        self._task_args = {"num_tags": num_tags, "crf_tags": crf_tags, "scheme": scheme}
+        self._task_args = {"num_tags": num_tags, "crf_tags": crf_tags, "scheme": scheme,
+                           "crf_learning_rate_multiplier": crf_learning_rate_multiplier}
 
 
 @_REGISTER
@@ -117,7 +119,8 @@ def build_task_model(config: BertConfig, task_info: dict) -> keras.Model:
     if kind == "tagging":
         tags = task_info["labels"]
         return BertTagger(config, num_tags=len(tags), crf_tags=tags if task_info.get("crf") else None,
-                          scheme=task_info.get("scheme", "BIO"))
+                          scheme=task_info.get("scheme", "BIO"),
+                          crf_learning_rate_multiplier=task_info.get("crf_learning_rate_multiplier", 100.0))
     if kind == "squad":
         return BertSpanLabeler(config)
     raise ValueError(f"unknown task type {kind!r} in task.json")

@@ -150,7 +150,8 @@ def run(data: ClassifierData, *, init_checkpoint: str | None, output_dir: str,
     if do_train:
         if splits.train is None:
             raise ValueError("--do_train needs a training split")
-        train = encode(splits.train())
+        train_examples = splits.train()
+        train = encode(train_examples)
         train, counts = classification.filter_by_length(
             train, min_seq_tokens=data.min_seq_tokens, max_seq_tokens=data.max_seq_tokens)
         report["length_filter"] = dataclasses.asdict(counts)
@@ -159,7 +160,8 @@ def run(data: ClassifierData, *, init_checkpoint: str | None, output_dir: str,
         evaluate = None if first_dev is None else (
             lambda model: _evaluate(model, first_dev, config.eval_batch_size, splits, regression))
         task_info = {"task": "classification", "labels": label_list, "head": head,
-                     "max_seq_length": max_seq_length, "do_lower_case": lower}
+                     "max_seq_length": max_seq_length, "do_lower_case": lower,
+                     "text_pair": train_examples.text_pairs is not None}
         report["train"] = finetuning.run_finetuning(
             lambda: BertClassifier(model_config, len(label_list) if label_list else 1, head=head),
             tasks.ClassificationTask(regression), optimizer,

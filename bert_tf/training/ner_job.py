@@ -13,7 +13,7 @@ from bert_tf import checkpoints
 from bert_tf.configs import BertConfig
 from bert_tf.data import ner
 from bert_tf.data.tokenization import BertTokenizer
-from bert_tf.modeling.task_models import BertTagger
+from bert_tf.modeling.task_models import BertTagger, build_task_model
 from bert_tf.training import finetuning, tasks
 from bert_tf.training.finetuning import FinetuningConfig, write_json
 from bert_tf.training.optimization import OptimizerConfig
@@ -97,15 +97,15 @@ def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train
         features = ner.convert_to_features(train.sentences, tokenizer, tags, max_seq_length)
         model_inputs = {k: features[k] for k in ("input_word_ids", "input_mask", "input_type_ids", "label_ids")}
         task_info = {"task": "tagging", "labels": tags, "crf": use_crf, "scheme": data.scheme,
-                     "max_seq_length": max_seq_length}
+                     "crf_learning_rate_multiplier": 100.0, "max_seq_length": max_seq_length,
+                     "do_lower_case": tokenizer.lower_case}
 
         def dev_scores(model):
             scores = evaluate(model, dev, dev_features, tags, config.eval_batch_size)
             return {k: scores[k] for k in ("f1", "precision", "recall")}
 
         report["train"] = finetuning.run_finetuning(
-            lambda: BertTagger(model_config, len(tags), crf_tags=tags if use_crf else None,
-                               scheme=data.scheme),
+            lambda: build_task_model(model_config, task_info),
             tasks.TaggingTask(use_crf), optimizer,
             dataclasses.replace(config, output_dir=output_dir, init_checkpoint=init_checkpoint,
                                 best_metric="f1"),

@@ -100,7 +100,11 @@ def run(squad_config: SquadConfig, *, init_checkpoint: str | None, output_dir: s
                 model, tokenizer, squad_config, max_seq_length, config.eval_batch_size).items()
                 if k in ("exact_match", "exact", "f1")}
         task_info = {"task": "squad", "max_seq_length": max_seq_length,
-                     "version_2_with_negative": squad_config.version_2_with_negative}
+                     "version_2_with_negative": squad_config.version_2_with_negative,
+                     "max_query_length": squad_config.max_query_length,
+                     "max_answer_length": squad_config.max_answer_length,
+                     "null_score_diff_threshold": squad_config.null_score_diff_threshold,
+                     "do_lower_case": tokenizer.lower_case}
         report["train"] = finetuning.run_finetuning(
             lambda: BertSpanLabeler(model_config), tasks.SpanTask(), optimizer,
             dataclasses.replace(config, output_dir=output_dir, init_checkpoint=init_checkpoint,

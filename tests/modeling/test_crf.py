@@ -275,3 +275,28 @@ def test_learns_transitions_from_tags_alone():
         optimizer.apply_gradients(zip(tape.gradient(loss, layer.trainable_weights), layer.trainable_weights))
     assert loss.numpy() < 0.1
     np.testing.assert_array_equal(layer(emissions, mask), np.where(mask, gold, 0))
+
+
+def test_learning_rate_multiplier_scales_scores_and_speeds_adam():
+    rng = np.random.default_rng(10)
+    emissions, weights, mask = _random_case(rng, 4, 5)
+    tags = np.where(mask, rng.integers(0, 4, size=mask.shape), -1)
+    plain, scaled = crf.CRF(4), crf.CRF(4, learning_rate_multiplier=50.0)
+    plain.set_weights(weights)
+    scaled.set_weights([w / 50.0 for w in weights])
+    np.testing.assert_allclose(scaled.log_likelihood(emissions, tags, mask),
+                               plain.log_likelihood(emissions, tags, mask), rtol=1e-5)
+    np.testing.assert_array_equal(scaled(emissions, mask), plain(emissions, mask))
+    assert crf.CRF.from_config(scaled.get_config()).learning_rate_multiplier == 50.0
+
+    def moved(layer):  # how far the transition scores move in 5 Adam steps from zero
+        layer.set_weights([np.zeros_like(w) for w in weights])
+        optimizer = keras.optimizers.Adam(1e-3)
+        for _ in range(5):
+            with tf.GradientTape() as tape:
+                loss = layer.negative_log_likelihood(emissions, tags, mask)
+            optimizer.apply_gradients(zip(tape.gradient(loss, layer.trainable_weights),
+                                          layer.trainable_weights))
+        return np.abs(layer.transitions.numpy() * layer.learning_rate_multiplier).max()
+
+    np.testing.assert_allclose(moved(scaled) / moved(plain), 50.0, rtol=0.05)

@@ -1,0 +1,363 @@
+"""SavedModel export for TensorFlow Serving: raw text in, task predictions out.
+
+`export_saved_model` turns any model directory the project writes (pretraining
+output or converted checkpoint, classifier, tagger, SQuAD span model) into
+`EXPORT_DIR/NAME/VERSION/`, the layout TF Serving watches. The signatures:
+
+- `serving_default`: tf.string `text` [batch] (and `text_pair` for pair
+  classifiers and SQuAD, where it is the context). Tokenization (WordPiece,
+  with the vocab as an asset of the SavedModel), truncation and packing run in
+  the graph, so clients send text. Outputs by task:
+  classifier `probabilities`, `label_id`, `label`; regression `score`;
+  tagger `tokens`, `tags` (one per word, "" padding) and the entities
+  `entity_types`, `entity_texts`, `entity_starts`, `entity_ends` (character
+  offsets into `text`, end exclusive, -1 padding); SQuAD `start_logits`,
+  `end_logits`, `answer`, `answer_start`, `answer_end`; encoder
+  `pooled_output`, `sequence_output`.
+- `serve_token_ids`: int32 `input_word_ids`, `input_mask`, `input_type_ids`
+  [batch, max_seq_length], for clients that tokenize themselves; returns the
+  model's raw outputs.
+
+The export is written to a temporary folder next to the version folder and
+renamed into place, so a server never sees half a model. Loading needs the
+tensorflow-text ops registered: `load_saved_model` imports them first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import checkpoints
+from bert_tf.data.packing import pack_segments
+from bert_tf.data.tokenization import BertTokenizer, split_words_with_offsets
+
+SERVING_DEFAULT = "serving_default"
+SERVE_TOKEN_IDS = "serve_token_ids"
+WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+# What the warm-up requests send: short, empty and mixed-script text.
+WARMUP_TEXTS = ("The quick brown fox jumps over the lazy dog.", "", "北京是中国的首都。")
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+class ExportError(ValueError):
+    """The model directory or the export folder cannot be exported to."""
+
+
+def load_saved_model(path: str | os.PathLike):
+    """`tf.saved_model.load` after registering the tensorflow-text ops the graph uses."""
+    import tensorflow_text  # noqa: F401  (registers the ops)
+
+    return tf.saved_model.load(os.fspath(path))
+
+
+def _char_offsets(text: tf.Tensor, rows: tf.Tensor, byte_offsets: tf.Tensor) -> tf.Tensor:
+    """Character offsets of UTF-8 byte offsets into text[rows], int32."""
+    prefixes = tf.strings.substr(tf.gather(text, rows), tf.zeros_like(byte_offsets), byte_offsets)
+    return tf.strings.length(prefixes, unit="UTF8_CHAR")
+
+
+def _chunk_bounds(prefix: tf.Tensor, kind: tf.Tensor, first: tf.Tensor, last: tf.Tensor):
+    """Which words start and which end an entity, by the conlleval rules seqeval uses.
+
+    Args: flat string Tensors over all words of a batch, `prefix` in
+    {O, B, I, E, S} and `kind` the entity type; bool Tensors `first`/`last`
+    marking each text's first and last word.
+
+    Returns:
+      (starts, ends): bool Tensors. Entities never overlap and every start is
+      followed by its end within the text, so the k-th start and the k-th end
+      of a batch bound the k-th entity.
+    """
+    previous = tf.where(first, "O", tf.roll(prefix, 1, 0))
+    previous_kind = tf.where(first, "", tf.roll(kind, 1, 0))
+    following = tf.where(last, "O", tf.roll(prefix, -1, 0))
+    following_kind = tf.where(last, "", tf.roll(kind, -1, 0))
+
+    def is_in(tags: tf.Tensor, names: str) -> tf.Tensor:
+        return tf.reduce_any(tf.stack([tf.equal(tags, n) for n in names]), axis=0)
+
+    inside = tf.not_equal(prefix, "O")
+    starts = inside & (is_in(prefix, "BS") | (is_in(previous, "ESO") & is_in(prefix, "EI"))
+                       | tf.not_equal(previous_kind, kind))
+    ends = inside & (is_in(prefix, "ES") | (is_in(prefix, "BI") & is_in(following, "BSO"))
+                     | tf.not_equal(kind, following_kind))
+    return starts, ends
+
+
+class _Serving(tf.Module):
+    """The exported object: the model, its tokenizer and one text signature per task."""
+
+    def __init__(self, model: keras.Model, tokenizer: BertTokenizer, task_info: dict,
+                 max_seq_length: int) -> None:
+        super().__init__()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.task = task_info.get("task", "encoder")
+        self.task_info = task_info
+        self.max_seq_length = max_seq_length
+        self.pair = (self.task == "squad"
+                     or (self.task == "classification" and bool(task_info.get("text_pair"))))
+        text = [tf.TensorSpec([None], tf.string, name="text")]
+        if self.pair:
+            text.append(tf.TensorSpec([None], tf.string, name="text_pair"))
+        serve = {"classification": self._classify, "tagging": self._tag, "squad": self._answer,
+                 "encoder": self._encode}[self.task]
+        self.serve_text = tf.function(serve, input_signature=text)
+        ids = [tf.TensorSpec([None, max_seq_length], tf.int32, name=n) for n in INPUT_NAMES]
+        self.serve_token_ids = tf.function(self._token_ids, input_signature=ids)
+
+    def signatures(self) -> dict[str, Any]:
+        return {SERVING_DEFAULT: self.serve_text.get_concrete_function(),
+                SERVE_TOKEN_IDS: self.serve_token_ids.get_concrete_function()}
+
+    # --- helpers
+
+    def _pack(self, segments: list[tf.RaggedTensor]) -> dict[str, tf.Tensor]:
+        t = self.tokenizer
+        return pack_segments(segments, max_seq_length=self.max_seq_length, cls_id=t.cls_id,
+                             sep_id=t.sep_id, pad_id=t.pad_id)
+
+    def _run(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        outputs = self.model({n: inputs[n] for n in INPUT_NAMES}, training=False)
+        return {k: tf.cast(v, tf.float32) for k, v in outputs.items() if k != "encoder_outputs"}
+
+    def _words(self, text: tf.Tensor):
+        """Words with byte offsets, and their pieces as one ragged row per text.
+
+        Returns (words, begin, end, tokens, first): tokens [batch, (pieces)];
+        first: int64 [total words], the index in its row's tokens of each
+        word's first piece (meaningless for a word without pieces).
+        """
+        words, begin, end = split_words_with_offsets(text)
+        pieces = self.tokenizer(words.flat_values)  # [total words, (pieces)]
+        tokens = words.with_flat_values(pieces).merge_dims(1, 2)
+        counts = pieces.row_lengths()
+        before = tf.cumsum(counts, exclusive=True)
+        first = before - tf.gather(before, tf.gather(words.row_starts(), words.value_rowids()))
+        return words, begin, end, tokens, tf.where(counts > 0, first, -1)
+
+    # --- the text signatures
+
+    def _token_ids(self, input_word_ids, input_mask, input_type_ids):
+        return self._run({"input_word_ids": input_word_ids, "input_mask": input_mask,
+                          "input_type_ids": input_type_ids})
+
+    def _encode(self, text):
+        return self._run(self._pack([self.tokenizer(text)]))
+
+    def _classify(self, text, text_pair=None):
+        segments = [self.tokenizer(text)] + ([self.tokenizer(text_pair)] if text_pair is not None else [])
+        logits = self._run(self._pack(segments))["logits"]
+        labels = self.task_info.get("labels")
+        if not labels:
+            return {"score": logits[:, 0]}
+        label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        return {"probabilities": tf.nn.softmax(logits), "label_id": label_id,
+                "label": tf.gather(tf.constant(labels), label_id)}
+
+    def _tag(self, text):
+        words, begin, end, tokens, first = self._words(text)
+        rows = words.value_rowids()
+        # Pieces past max_seq_length - 2 are cut; so are the words they start.
+        kept = (first >= 0) & (first < self.max_seq_length - 2)
+        position = tf.where(kept, first + 1, 0)  # +1 for [CLS]
+        logits = self._run(self._pack([tokens]))["logits"]
+        batch = tf.shape(text, out_type=tf.int64)[0]
+        firsts = tf.boolean_mask(tf.stack([rows, position], axis=1), kept)
+        mask = tf.scatter_nd(firsts, tf.ones_like(firsts[:, 0], tf.int32),
+                             tf.stack([batch, tf.cast(self.max_seq_length, tf.int64)])) > 0
+        crf = getattr(self.model, "crf", None)
+        paths = crf(logits, mask) if crf is not None else tf.argmax(logits, -1, output_type=tf.int32)
+        names = self.task_info["labels"]
+        tag = tf.where(kept, tf.gather(tf.constant(names), tf.gather_nd(paths, tf.stack([rows, position], 1))),
+                       "O")
+        split = tf.strings.split(tag, "-", maxsplit=1).to_tensor(default_value="", shape=[None, 2])
+        index = tf.range(tf.size(rows, out_type=tf.int64))
+        starts, ends = _chunk_bounds(split[:, 0], split[:, 1],
+                                     tf.equal(index, tf.gather(words.row_starts(), rows)),
+                                     tf.equal(index, tf.gather(words.row_limits(), rows) - 1))
+        start_words, end_words = tf.where(starts)[:, 0], tf.where(ends)[:, 0]
+        entity_rows = tf.gather(rows, start_words)
+        byte_begin, byte_end = tf.gather(begin.flat_values, start_words), tf.gather(end.flat_values, end_words)
+
+        def per_text(values, default):
+            return tf.RaggedTensor.from_value_rowids(values, entity_rows, nrows=batch).to_tensor(default)
+
+        return {
+            "tokens": words.to_tensor(""),
+            "tags": words.with_flat_values(tag).to_tensor(""),
+            "entity_types": per_text(tf.gather(split[:, 1], start_words), ""),
+            "entity_texts": per_text(tf.strings.substr(tf.gather(text, entity_rows), byte_begin,
+                                                       byte_end - byte_begin), ""),
+            "entity_starts": per_text(_char_offsets(text, entity_rows, byte_begin), -1),
+            "entity_ends": per_text(_char_offsets(text, entity_rows, byte_end), -1),
+        }
+
+    def _answer(self, text, text_pair):
+        question = self.tokenizer(text)[:, :self.task_info.get("max_query_length", 64)]
+        words, begin, end, context, first = self._words(text_pair)
+        inputs = self._pack([question, context])
+        outputs = self._run(inputs)
+        start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]
+        # Context pieces sit after [CLS] question [SEP] and before the last [SEP]
+        # (input_type_ids 1, but not the final [SEP]).
+        seq = self.max_seq_length
+        is_context = tf.equal(inputs["input_type_ids"], 1) & tf.equal(
+            tf.roll(inputs["input_type_ids"], -1, 1) * tf.roll(inputs["input_mask"], -1, 1), 1)
+        offset = tf.argmax(tf.cast(is_context, tf.int32), axis=1, output_type=tf.int32)  # first context position
+        longest = self.task_info.get("max_answer_length", 30)
+        span = tf.range(seq)[None, :] - tf.range(seq)[:, None]  # end - start
+        valid = ((span >= 0) & (span < longest))[None] & is_context[:, :, None] & is_context[:, None, :]
+        scores = tf.where(valid, start_logits[:, :, None] + end_logits[:, None, :], -np.inf)
+        best = tf.argmax(tf.reshape(scores, [-1, seq * seq]), axis=1, output_type=tf.int32)
+        best_score = tf.reduce_max(tf.reshape(scores, [-1, seq * seq]), axis=1)
+        start, stop = best // seq, best % seq  # token positions
+        # Token positions back to words: the word of a piece is the last word
+        # whose first piece is at or before it.
+        rows = words.value_rowids()
+        word_first = tf.RaggedTensor.from_value_rowids(tf.where(first >= 0, first, 1 << 40), rows,
+                                                       nrows=tf.shape(text_pair, out_type=tf.int64)[0])
+
+        def word_of(position):
+            piece = tf.cast(position - offset, tf.int64)[:, None]
+            return tf.reduce_sum(tf.cast(word_first <= piece, tf.int32), axis=1) - 1
+
+        has_answer = tf.math.is_finite(best_score)
+        # An unanswerable row (no context piece) reads the 0 appended at the end.
+        total = tf.size(begin.flat_values, out_type=tf.int64)
+
+        def byte_offset(offsets: tf.RaggedTensor, position: tf.Tensor) -> tf.Tensor:
+            index = words.row_starts() + tf.cast(word_of(position), tf.int64)
+            return tf.gather(tf.concat([offsets.flat_values, [0]], 0), tf.where(has_answer, index, total))
+
+        byte_begin, byte_end = byte_offset(begin, start), byte_offset(end, stop)
+        if self.task_info.get("version_2_with_negative"):
+            null = start_logits[:, 0] + end_logits[:, 0]
+            has_answer &= null - best_score <= self.task_info.get("null_score_diff_threshold", 0.0)
+        byte_begin, byte_end = (tf.where(has_answer, b, 0) for b in (byte_begin, byte_end))
+        rows = tf.range(tf.shape(text_pair, out_type=tf.int64)[0])
+        return {
+            "start_logits": start_logits, "end_logits": end_logits,
+            "answer": tf.strings.substr(text_pair, byte_begin, byte_end - byte_begin),
+            "answer_start": tf.where(has_answer, _char_offsets(text_pair, rows, byte_begin), -1),
+            "answer_end": tf.where(has_answer, _char_offsets(text_pair, rows, byte_end), -1),
+        }
+
+
+def _load(model_dir: str) -> tuple[keras.Model, str, dict]:
+    """The model of a project model directory (task model or bare encoder), its vocab and task.json."""
+    try:
+        files = checkpoints.locate(model_dir)
+    except (OSError, ValueError) as e:
+        raise ExportError(f"{model_dir}: not a model directory ({e})") from None
+    if not files.vocab_file or not os.path.exists(files.vocab_file):
+        raise ExportError(f"{model_dir}: no vocab.txt; the export carries the vocab for in-graph tokenization")
+    if os.path.exists(os.path.join(os.path.dirname(files.config_file), checkpoints.TASK_NAME)):
+        model = checkpoints.load_task_model(model_dir)
+        return model, files.vocab_file, model.task_info
+    return checkpoints.load_encoder(model_dir), files.vocab_file, {"task": "encoder"}
+
+
+def _next_version(model_root: str) -> int:
+    versions = [int(n) for n in os.listdir(model_root) if n.isdigit()] if os.path.isdir(model_root) else []
+    return max(versions, default=0) + 1
+
+
+def write_warmup_requests(path: str, model_name: str, input_names: list[str]) -> None:
+    """TF Serving warm-up records: one PredictionLog of `WARMUP_TEXTS` for `serving_default`."""
+    from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
+
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = model_name
+    request.model_spec.signature_name = SERVING_DEFAULT
+    for name in input_names:
+        request.inputs[name].CopyFrom(tf.make_tensor_proto(list(WARMUP_TEXTS), dtype=tf.string))
+    log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with tf.io.TFRecordWriter(path) as writer:
+        writer.write(log.SerializeToString())
+
+
+def export_saved_model(model_dir: str | os.PathLike, export_dir: str | os.PathLike, model_name: str,
+                       version: int | None = None, overwrite: bool = False,
+                       max_seq_length: int | None = None) -> str:
+    """Writes `export_dir/model_name/version/`, a SavedModel TF Serving loads.
+
+    Args:
+      model_dir: a model directory the project writes (with task.json for a
+        fine-tuned model; without, the encoder is exported).
+      export_dir: the folder TF Serving's --model_base_path points above.
+      model_name: the served model's name (a folder name).
+      version: the integer version; default one above the highest present.
+      overwrite: replace an existing version folder.
+      max_seq_length: the fixed packed length; default the task's training
+        length, or 128 (at most max_position_embeddings) for an encoder.
+
+    Returns:
+      The version folder written.
+
+    Raises:
+      ExportError: not a model directory, no vocab, a bad name or length,
+        or the version exists and `overwrite` is not set. Nothing is
+        written then.
+    """
+    model_dir, export_dir = os.fspath(model_dir), os.fspath(export_dir)
+    if not model_name or model_name in (".", "..") or os.sep in model_name:
+        raise ExportError(f"--model_name={model_name!r}: must be a plain folder name")
+    if version is not None and version < 0:
+        raise ExportError(f"--version={version}: must be a non-negative integer")
+    model_root = os.path.join(export_dir, model_name)
+    version = _next_version(model_root) if version is None else version
+    target = os.path.join(model_root, str(version))
+    if os.path.exists(target) and not overwrite:
+        raise ExportError(f"{target}: already exists; give another --version or --overwrite")
+
+    policy = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("float32")  # serve in float32 whatever trained it
+    try:
+        model, vocab_file, task_info = _load(model_dir)
+    finally:
+        keras.mixed_precision.set_global_policy(policy)
+    length = max_seq_length or task_info.get("max_seq_length") or min(128, model.config.max_position_embeddings)
+    if not 3 <= length <= model.config.max_position_embeddings:
+        raise ExportError(f"--max_seq_length={length}: must be in [3, max_position_embeddings="
+                          f"{model.config.max_position_embeddings}]")
+    lower_case = task_info.get("do_lower_case", model.config.do_lower_case)
+    serving = _Serving(model, BertTokenizer(vocab_file, lower_case=lower_case), task_info, length)
+
+    os.makedirs(model_root, exist_ok=True)
+    tmp = os.path.join(model_root, f".tmp-{version}-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tf.saved_model.save(serving, tmp, signatures=serving.signatures())
+        write_warmup_requests(os.path.join(tmp, WARMUP_FILE), model_name,
+                              ["text", "text_pair"] if serving.pair else ["text"])
+        with open(os.path.join(tmp, "assets.extra", "bert_tf_export.json"), "w", encoding="utf-8") as f:
+            json.dump({"source": os.path.abspath(model_dir), "task": task_info.get("task", "encoder"),
+                       "max_seq_length": length, "do_lower_case": lower_case}, f, indent=2)
+        old = None
+        if os.path.exists(target):
+            old = os.path.join(model_root, f".old-{version}-{os.getpid()}")
+            os.replace(target, old)
+        os.replace(tmp, target)
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def serve_text(loaded, text: list[str], text_pair: list[str] | None = None) -> dict[str, np.ndarray]:
+    """Calls a loaded export's `serving_default` on Python strings; NumPy outputs."""
+    inputs = {"text": tf.constant(text, tf.string)}
+    if text_pair is not None:
+        inputs["text_pair"] = tf.constant(text_pair, tf.string)
+    return {k: v.numpy() for k, v in loaded.signatures[SERVING_DEFAULT](**inputs).items()}
