@@ -57,7 +57,8 @@ def main(argv: list[str]) -> None:
             init_checkpoint=FLAGS.init_checkpoint,
             mixed_precision=distribute.resolve_precision(FLAGS.mixed_precision),
             jit_compile=FLAGS.jit_compile,
-            peak_flops=FLAGS.peak_tflops * 1e12 if FLAGS.peak_tflops else None, seed=FLAGS.random_seed)
+            peak_flops=FLAGS.peak_tflops * 1e12 if FLAGS.peak_tflops else None, seed=FLAGS.random_seed,
+            deterministic=FLAGS.deterministic)
         results = pretraining_job.run(data, FLAGS.model_preset, FLAGS.bert_config_file, optimizer,
                                       training, strategy, hparams=bert_flags.flag_values())
     except (OSError, ValueError, CheckpointMismatchError) as e:

@@ -163,6 +163,9 @@ def define_pretraining_flags() -> None:
                       "auto: mixed_bfloat16 where the hardware has fast bfloat16, else float32.")
     flags.DEFINE_boolean("jit_compile", False, "Compile the forward/backward step with XLA.")
     flags.DEFINE_integer("random_seed", 12345, "Seed of data order, masking and initialisation.")
+    _define_once("deterministic", lambda: flags.DEFINE_boolean(
+        "deterministic", False, "Deterministic ops (tf.config.experimental.enable_op_determinism): "
+        "the same command gives bitwise-identical weights on the same machine; slower."))
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many steps.",
                          lower_bound=1)
     flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.", lower_bound=1)
@@ -254,6 +257,9 @@ def define_finetuning_flags() -> None:
         "auto: mixed_bfloat16 where the hardware has fast bfloat16."))
     _define_once("jit_compile", lambda: flags.DEFINE_boolean("jit_compile", False, "XLA."))
     _define_once("random_seed", lambda: flags.DEFINE_integer("random_seed", 12345, "Seed."))
+    _define_once("deterministic", lambda: flags.DEFINE_boolean(
+        "deterministic", False, "Deterministic ops (tf.config.experimental.enable_op_determinism): "
+        "the same command gives bitwise-identical weights on the same machine; slower."))
     _define_once("log_steps", lambda: flags.DEFINE_integer("log_steps", 50, "Log every this many steps.",
                                                            lower_bound=1))
     flags.DEFINE_boolean("skip_bad_rows", False, "Skip and count malformed rows instead of failing.")
@@ -288,5 +294,5 @@ def finetuning_options():
         warmup_proportion=FLAGS.warmup_proportion,
         gradient_accumulation_steps=FLAGS.gradient_accumulation_steps, log_steps=FLAGS.log_steps,
         seed=FLAGS.random_seed, mixed_precision=distribute.resolve_precision(FLAGS.mixed_precision),
-        jit_compile=FLAGS.jit_compile)
+        jit_compile=FLAGS.jit_compile, deterministic=FLAGS.deterministic)
     return optimizer, config, distribute.get_strategy(FLAGS.distribution_strategy)

@@ -24,7 +24,8 @@ from bert_tf import checkpoints
 from bert_tf.data.classification import write_text_atomically
 from bert_tf.training import tasks
 from bert_tf.training.optimization import OptimizerConfig
-from bert_tf.training.trainer import PRECISIONS, TrainStep, _Summaries, _worker_info, build_for_training
+from bert_tf.training.trainer import (PRECISIONS, TrainStep, _Summaries, _worker_info, build_for_training,
+                                     training_state)
 
 Features = dict[str, np.ndarray]
 
@@ -45,6 +46,7 @@ class FinetuningConfig:
     mixed_precision: str = "float32"
     jit_compile: bool = False
     seed: int = 12345
+    deterministic: bool = False  # enable_op_determinism: bitwise-repeatable runs on one machine
     best_metric: str | None = None  # the dev metric that picks the kept model (higher is better)
 
     def __post_init__(self) -> None:
@@ -144,6 +146,8 @@ def run_finetuning(build_model: Callable[[], keras.Model], task: tasks.Task,
     logging.info("%d training examples, %d steps per epoch, %d steps", examples, steps_per_epoch, total_steps)
     os.makedirs(config.output_dir, exist_ok=True)
 
+    if config.deterministic:
+        tf.config.experimental.enable_op_determinism()
     keras.utils.set_random_seed(config.seed)
     model, optimizer, global_step = build_for_training(build_model, optimizer_config,
                                                        config.mixed_precision, strategy)
@@ -151,7 +155,7 @@ def run_finetuning(build_model: Callable[[], keras.Model], task: tasks.Task,
     context = tf.distribute.InputContext(num_workers, worker, num_workers)
     iterator = iter(train_dataset(train_features, config.train_batch_size, config.seed, context))
     manager = tf.train.CheckpointManager(
-        tf.train.Checkpoint(model=model, optimizer=optimizer, step=global_step, iterator=iterator),
+        tf.train.Checkpoint(**training_state(model, optimizer, global_step), iterator=iterator),
         os.path.join(config.output_dir, "checkpoints" if worker == 0 else f".worker_{worker}_checkpoints"),
         max_to_keep=config.keep_checkpoint_max, step_counter=global_step)
     latest = tf.train.latest_checkpoint(os.path.join(config.output_dir, "checkpoints"))

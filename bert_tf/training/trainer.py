@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 from typing import Callable, Sequence
@@ -56,6 +55,7 @@ class PretrainingConfig:
     jit_compile: bool = False
     peak_flops: float | None = None
     seed: int = 12345
+    deterministic: bool = False  # enable_op_determinism: bitwise-repeatable runs on one machine
     data_fingerprint: str = ""
 
     def __post_init__(self) -> None:
@@ -98,6 +98,19 @@ def build_for_training(build_model: Callable[[], keras.Model], optimizer_config:
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
     return model, optimizer, global_step
+
+
+def training_state(model: keras.Model, optimizer, global_step: tf.Variable) -> dict:
+    """What a checkpoint must hold to continue a run exactly (the input position aside).
+
+    Besides weights, optimizer slots (and the loss scale, an optimizer
+    variable) and the step: the state of every dropout layer's random stream
+    (Keras SeedGenerators), which Keras does not track for tf.train.Checkpoint,
+    so that a resumed run draws the dropout masks the uninterrupted run would.
+    """
+    rng = [generator.state for layer in model._flatten_layers()
+           for generator in getattr(layer, "_seed_generators", ())]
+    return dict(model=model, optimizer=optimizer, step=global_step, rng=rng)
 
 
 class TrainStep:
@@ -282,6 +295,8 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
     stop_step = config.stop_step or optimizer_config.num_train_steps
     os.makedirs(config.output_dir, exist_ok=True)
 
+    if config.deterministic:
+        tf.config.experimental.enable_op_determinism()
     keras.utils.set_random_seed(config.seed)
     model, optimizer, global_step = build_for_training(
         lambda: BertPretrainer(model_config), optimizer_config, config.mixed_precision, strategy)
@@ -297,7 +312,7 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
     # fingerprint lives in the checkpoint itself, so every worker reads the one its
     # checkpoint was written with (a side file would race with the chief rewriting it).
     fingerprint = tf.Variable(f"{config.data_fingerprint}/workers={num_workers}", trainable=False)
-    state = dict(model=model, optimizer=optimizer, step=global_step)
+    state = training_state(model, optimizer, global_step)
     manager = tf.train.CheckpointManager(
         tf.train.Checkpoint(**state, iterator=iterator, data_fingerprint=fingerprint),
         checkpoint_dir, max_to_keep=config.keep_checkpoint_max, step_counter=global_step)
