@@ -45,7 +45,7 @@ def main(argv: list[str]) -> None:
             vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
             use_crf=FLAGS.use_crf,
             optimizer=optimizer, config=config, strategy=strategy)
-    except (OSError, ValueError, CheckpointMismatchError) as e:
+    except (OSError, ValueError, FloatingPointError, CheckpointMismatchError) as e:
         bert_flags.exit_with_error(e)
     print(json.dumps({k: v for k, v in report.items() if k != "train"}, indent=2, sort_keys=True,
                      ensure_ascii=False))

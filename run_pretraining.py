@@ -61,7 +61,7 @@ def main(argv: list[str]) -> None:
             deterministic=FLAGS.deterministic)
         results = pretraining_job.run(data, FLAGS.model_preset, FLAGS.bert_config_file, optimizer,
                                       training, strategy, hparams=bert_flags.flag_values())
-    except (OSError, ValueError, CheckpointMismatchError) as e:
+    except (OSError, ValueError, FloatingPointError, CheckpointMismatchError) as e:
         bert_flags.exit_with_error(e)
     for name, value in sorted(results.items()):
         logging.info("final %s = %.4f", name, value)

@@ -49,7 +49,7 @@ def main(argv: list[str]) -> None:
             max_seq_length=FLAGS.max_seq_length, do_lower_case=FLAGS.do_lower_case,
             vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
             optimizer=optimizer, config=config, strategy=strategy)
-    except (OSError, ValueError, CheckpointMismatchError) as e:
+    except (OSError, ValueError, FloatingPointError, CheckpointMismatchError) as e:
         bert_flags.exit_with_error(e)
     print(json.dumps({k: v for k, v in report.items() if k != "train"}, indent=2, sort_keys=True))
 

@@ -24,8 +24,8 @@ from bert_tf import checkpoints
 from bert_tf.data.classification import write_text_atomically
 from bert_tf.training import tasks
 from bert_tf.training.optimization import OptimizerConfig
-from bert_tf.training.trainer import (PRECISIONS, TrainStep, _Summaries, _worker_info, build_for_training,
-                                     training_state)
+from bert_tf.training.trainer import (PRECISIONS, NonFiniteGuard, TrainStep, _Summaries, _worker_info,
+                                     build_for_training, training_state)
 
 Features = dict[str, np.ndarray]
 
@@ -178,17 +178,17 @@ def run_finetuning(build_model: Callable[[], keras.Model], task: tasks.Task,
     step = int(global_step.numpy())
     window: dict[str, tf.Tensor] = {}
     window_start, window_steps = time.perf_counter(), 0
+    guard = NonFiniteGuard(steps.loss_scaled)
     while step < total_steps:
         sums = steps.train(iterator)
         global_step.assign_add(1)
         step += 1
         window_steps += 1
         window = {k: window[k] + v if k in window else v for k, v in sums.items()}
+        guard.add(step, sums)
         if step % config.log_steps == 0 or step % steps_per_epoch == 0 or step == total_steps:
+            guard.check(manager.latest_checkpoint)
             totals = {k: float(v) for k, v in window.items()}
-            if totals["nonfinite"]:
-                raise FloatingPointError(f"non-finite gradients up to step {step}; last good "
-                                         f"checkpoint: {manager.latest_checkpoint}")
             logged = task.summarize(totals)
             logged.update(learning_rate=float(getattr(optimizer, "inner_optimizer", optimizer).learning_rate),
                           examples_per_second=totals["examples"] / (time.perf_counter() - window_start),

@@ -194,7 +194,9 @@ class TrainStep:
                                               use_norm=grad_norm * scale)
         self.optimizer.apply(grads, self.model.trainable_variables)
         sums["grad_norm"] = grad_norm
-        sums["nonfinite"] = tf.cast(tf.logical_not(tf.math.is_finite(grad_norm)), tf.float32)
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(tf.cast(v, tf.float32)))
+                                for v in [grad_norm, *sums.values()]])
+        sums["nonfinite"] = 1.0 - tf.cast(finite, tf.float32)
         return sums
 
     def _train(self, iterator):
@@ -211,6 +213,38 @@ class TrainStep:
     def _evaluate(self, batch):
         sums = self.strategy.run(self._replica_evaluate, args=(batch,))
         return self.strategy.experimental_local_results(sums)[0]
+
+
+class NonFiniteGuard:
+    """Reads the steps' `nonfinite` flags at each host sync (log or save), not every step.
+
+    Under dynamic loss scaling (mixed_float16) the optimizer itself skips a step
+    whose gradients overflow and lowers the scale: such steps are counted and
+    logged. Otherwise a non-finite loss or gradient stops the run, naming the
+    first bad step and the last good checkpoint; the caller checks before every
+    save, so no checkpoint of non-finite weights is written.
+    """
+
+    def __init__(self, loss_scaled: bool):
+        self.loss_scaled = loss_scaled
+        self.skipped = 0
+        self._pending: list[tuple[int, tf.Tensor]] = []
+
+    def add(self, step: int, sums: dict[str, tf.Tensor]) -> None:
+        self._pending.append((step, sums["nonfinite"]))
+
+    def check(self, last_checkpoint: str | None) -> None:
+        bad = [step for step, flag in self._pending if float(flag)]
+        self._pending = []
+        if not bad:
+            return
+        if self.loss_scaled:
+            self.skipped += len(bad)
+            logging.warning("skipped %d step(s) with non-finite gradients (first: step %d; %d in this "
+                            "run); the loss scale was lowered", len(bad), bad[0], self.skipped)
+            return
+        raise FloatingPointError(f"non-finite loss or gradients at step {bad[0]}; stopping without "
+                                 f"saving. Last good checkpoint: {last_checkpoint or 'none'}")
 
 
 class _Summaries:
@@ -380,6 +414,7 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
         logging.info("saved checkpoint %s", manager.latest_checkpoint)
 
     step = int(global_step.numpy())
+    guard = NonFiniteGuard(steps.loss_scaled)
     results: dict[str, float] = {}
     window: dict[str, tf.Tensor] = {}
     window_start, window_steps, run_start, start_step = time.perf_counter(), 0, time.perf_counter(), step
@@ -389,12 +424,10 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
         step += 1
         window = {k: window[k] + v if k in window else v for k, v in sums.items()}
         window_steps += 1
+        guard.add(step, sums)
         if step % config.log_steps == 0 or step == stop_step:
+            guard.check(manager.latest_checkpoint)
             totals = {k: float(v) for k, v in window.items()}
-            if totals["nonfinite"]:
-                raise FloatingPointError(
-                    f"non-finite gradients in the {int(totals['nonfinite'])} step(s) up to step {step}; "
-                    f"last good checkpoint: {manager.latest_checkpoint}")
             elapsed = time.perf_counter() - window_start
             sequences_per_second = window_steps * config.train_batch_size / elapsed
             logged = task.summarize(totals)
@@ -416,10 +449,7 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
         if eval_batches and (step % config.eval_every_steps == 0 or step == stop_step):
             results.update({f"eval/{k}": v for k, v in evaluate(step).items()})
         if step % config.save_checkpoints_steps == 0 or step == stop_step:
-            if window and float(window["nonfinite"]):
-                raise FloatingPointError(
-                    f"non-finite gradients before step {step}; not saving. "
-                    f"Last good checkpoint: {manager.latest_checkpoint}")
+            guard.check(manager.latest_checkpoint)
             save(step)
     if chief:
         checkpoints.save_model_dir(model, os.path.join(config.output_dir, "model"), vocab_file)
