@@ -60,3 +60,62 @@ def test_stop_and_rerun_is_bitwise_identical(corpus, uninterrupted, tmp_path, st
     assert second.returncode == 0, second.stderr[-3000:]
     assert f"at step {stop_at}" in second.stderr
     _assert_bitwise_equal(whole, out)
+
+
+def _kill_after_checkpoint(args, checkpoint_dir, number, script="run_pretraining.py"):
+    """Starts the driver and SIGKILLs it as soon as checkpoint `number` exists."""
+    process = subprocess.Popen([sys.executable, script, *args], cwd=ROOT, env=ENV,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and process.poll() is None:
+        latest = os.path.isdir(checkpoint_dir) and tf.train.latest_checkpoint(checkpoint_dir)
+        if latest and int(latest.rsplit("-", 1)[1]) >= number:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    return int(tf.train.latest_checkpoint(checkpoint_dir).rsplit("-", 1)[1])
+
+
+def test_sigkill_and_a_torn_checkpoint_write_resume_bitwise(corpus, uninterrupted, tmp_path):
+    dynamic, whole = uninterrupted
+    out = str(tmp_path / "run")
+    args = _args(corpus, out, dynamic_masking=dynamic)
+    checkpoint_dir = os.path.join(out, "checkpoints")
+    killed_at = _kill_after_checkpoint(args, checkpoint_dir, 2)
+    assert killed_at < STEPS
+    # What a kill in the middle of writing the next checkpoint leaves: a temp
+    # folder and data/index files that the `checkpoint` state file never named.
+    following = os.path.join(checkpoint_dir, f"ckpt-{killed_at + 2}")
+    os.makedirs(following + "_temp", exist_ok=True)
+    open(os.path.join(following + "_temp", "part-00000-of-00001.data-00000-of-00001"), "wb").write(b"\0" * 99)
+    open(following + ".index", "wb").write(b"torn")
+    result = _run(args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"at step {killed_at}" in result.stderr
+    _assert_bitwise_equal(whole, out)
+
+
+def test_finetuning_resume_is_bitwise(minilm_dir, tmp_path):
+    from tests.finetuning_helpers import TESTDATA, run_driver, tiny_model_dir
+
+    pretrained = tiny_model_dir(tmp_path / "pretrained", minilm_dir)
+    rng = np.random.default_rng(0)
+    words = ["good", "bad", "fine", "awful", "movie", "plot", "actors", "great", "boring", "fun"]
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\n" + "".join(f"{' '.join(rng.choice(words, 6))},{rng.integers(2)}\n"
+                                              for _ in range(240)))
+    common = [f"--train_file={train}", f"--init_checkpoint={pretrained}", "--do_train",
+              "--train_batch_size=4", "--num_train_epochs=2", "--max_seq_length=16",
+              "--learning_rate=1e-3", "--deterministic"]
+    whole = tmp_path / "whole"
+    result = run_driver("run_classifier.py", *common, f"--output_dir={whole}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = str(tmp_path / "resumed")
+    killed_at = _kill_after_checkpoint([*common, f"--output_dir={out}"], os.path.join(out, "checkpoints"), 1,
+                                       script="run_classifier.py")
+    result = run_driver("run_classifier.py", *common, f"--output_dir={out}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"resuming from checkpoint {out}/checkpoints/ckpt-{killed_at}" in result.stderr, result.stderr[-2000:]
+    assert killed_at == 60  # the end of the first epoch: the kill came during the second
+    _assert_bitwise_equal(str(whole), out)
