@@ -21,6 +21,8 @@ FLAGS = flags.FLAGS
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         bert_flags.exit_with_error(f"unexpected arguments: {' '.join(argv[1:])}")
+    import tensorflow as tf
+
     from bert_tf.checkpoints import CheckpointMismatchError
     from bert_tf.training import distribute, pretraining_job
     from bert_tf.training.optimization import OptimizerConfig
@@ -40,7 +42,7 @@ def main(argv: list[str]) -> None:
             do_lower_case=FLAGS.do_lower_case, dynamic_masking=FLAGS.dynamic_masking,
             masked_lm_prob=FLAGS.masked_lm_prob, dupe_factor=FLAGS.dupe_factor,
             do_whole_word_mask=FLAGS.do_whole_word_mask, word_boundaries=FLAGS.word_boundaries,
-            seed=FLAGS.random_seed)
+            seed=FLAGS.random_seed, skip_corrupt_records=FLAGS.skip_corrupt_records)
         optimizer = OptimizerConfig(
             optimizer=FLAGS.optimizer, learning_rate=FLAGS.learning_rate,
             num_train_steps=FLAGS.num_train_steps, num_warmup_steps=FLAGS.num_warmup_steps,
@@ -63,6 +65,9 @@ def main(argv: list[str]) -> None:
                                       training, strategy, hparams=bert_flags.flag_values())
     except (OSError, ValueError, FloatingPointError, CheckpointMismatchError) as e:
         bert_flags.exit_with_error(e)
+    except tf.errors.DataLossError as e:  # a shard corrupt part-way, found while training
+        bert_flags.exit_with_error(f"corrupt TFRecord data in the input ({e.message.splitlines()[0]}); "
+                                   "--skip_corrupt_records skips the rest of such shards")
     for name, value in sorted(results.items()):
         logging.info("final %s = %.4f", name, value)
     print(f"done: model in {os.path.join(FLAGS.output_dir, 'model')}; "

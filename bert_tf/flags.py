@@ -138,6 +138,9 @@ def define_pretraining_flags() -> None:
                          lower_bound=1)
     flags.DEFINE_boolean("dynamic_masking", False,
                          "Mask anew every epoch in tf.data (text input: records are written unmasked).")
+    flags.DEFINE_boolean("skip_corrupt_records", False,
+                         "Leave out TFRecord shards that are corrupt (logged and counted) instead "
+                         "of stopping.")
     flags.DEFINE_integer("train_batch_size", 32, "Global batch of one optimizer step.",
                          lower_bound=1)
     flags.DEFINE_integer("eval_batch_size", 32, "Global eval batch.", lower_bound=1)

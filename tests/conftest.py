@@ -63,7 +63,8 @@ def pretrainer_features(batch: dict) -> dict:
 
 # TensorFlow's C++ runtime logs a few lines at import (oneDNN, CUDA probing)
 # before any flag can silence them; they are not the driver's own output.
-_TF_NATIVE_LOG = re.compile(r"^([IWEF]\d{4} \d\d:\d\d:\d\d|WARNING: All log messages before absl)")
+_TF_NATIVE_LOG = re.compile(r"^([IWEF]\d{4} \d\d:\d\d:\d\d|WARNING: All log messages before absl"
+                            r"|(INFO|WARNING):tensorflow:)")
 
 
 def own_stderr_lines(stderr: str) -> list[str]:

@@ -96,6 +96,18 @@ def expand_input_patterns(patterns: Sequence[str]) -> list[str]:
     return files
 
 
+def _line_of_byte(path: str, error: UnicodeDecodeError) -> int:
+    """The line of `path` holding the undecodable byte (the decoder reads in chunks,
+    so `error.start` is an offset into the failing chunk, not the file)."""
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, 1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                return number
+    return 1
+
+
 def read_documents(files: Sequence[str], input_format: str = "sentences") -> list[list[str]]:
     """Reads plain-text corpora into documents of sentences.
 
@@ -130,7 +142,7 @@ def read_documents(files: Sequence[str], input_format: str = "sentences") -> lis
                         documents.append(current)
                         current = []
         except UnicodeDecodeError as e:
-            raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+            raise ValueError(f"{path}:{_line_of_byte(path, e)}: not UTF-8 text ({e.reason})") from None
         if current:
             documents.append(current)
     return documents

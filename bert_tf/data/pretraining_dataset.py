@@ -23,6 +23,7 @@ import random
 from typing import Protocol, Sequence
 
 import tensorflow as tf
+from absl import logging
 
 from bert_tf.data import pretraining, pretraining_records
 from bert_tf.data.masking import MaskedLmMasker
@@ -101,12 +102,35 @@ def _per_replica_batch_size(batch_size: int, input_context: tf.distribute.InputC
     return input_context.get_per_replica_batch_size(batch_size)
 
 
+def check_record_files(files: list[str], skip_corrupt: bool = False) -> list[str]:
+    """The files whose first record reads back; a corrupt one is an error naming it,
+    or, with `skip_corrupt`, is left out with a warning (a count of them is logged)."""
+    good, bad = [], []
+    for path in files:
+        try:
+            for _ in tf.data.TFRecordDataset(path).take(1):
+                pass
+            good.append(path)
+        except tf.errors.DataLossError as e:
+            if not skip_corrupt:
+                raise ValueError(f"{path}: corrupt TFRecord data ({e.message.splitlines()[0]}); "
+                                 "--skip_corrupt_records leaves such files out") from None
+            bad.append(path)
+            logging.warning("%s: corrupt TFRecord data, skipped", path)
+    if bad:
+        logging.warning("skipped %d corrupt TFRecord file(s) of %d", len(bad), len(files))
+    if not good:
+        raise ValueError(f"no readable TFRecord file among {', '.join(files)}")
+    return good
+
+
 def pretraining_dataset(file_patterns: Sequence[str], *, batch_size: int, max_seq_length: int,
                         max_predictions_per_seq: int, is_training: bool = True,
                         masker: MaskedLmMasker | None = None, whole_word_mask: bool = False,
                         seed: int | None = None,
                         input_context: tf.distribute.InputContext | None = None,
-                        shuffle_buffer_size: int = 10000) -> tf.data.Dataset:
+                        shuffle_buffer_size: int = 10000,
+                        skip_corrupt_records: bool = False) -> tf.data.Dataset:
     """Batches of model inputs from pretraining TFRecords.
 
     Args:
@@ -123,14 +147,19 @@ def pretraining_dataset(file_patterns: Sequence[str], *, batch_size: int, max_se
         each input pipeline reads its own files (its own records when there
         are fewer files than pipelines).
       shuffle_buffer_size: records in the shuffle buffer.
+      skip_corrupt_records: a shard that turns out corrupt part-way (a bad
+        length or CRC) ends there with a logged warning instead of stopping
+        the run; a shard unreadable from its start is left out at once.
 
     Returns:
       A dataset of model input dicts of fixed shape.
 
     Raises:
       FileNotFoundError: a pattern matches no file.
+      ValueError: a shard's first record is corrupt (without
+        `skip_corrupt_records`; the message names the file).
     """
-    files = pretraining.expand_input_patterns(file_patterns)
+    files = check_record_files(pretraining.expand_input_patterns(file_patterns), skip_corrupt_records)
     ds = tf.data.Dataset.from_tensor_slices(files)
     pipelines = input_context.num_input_pipelines if input_context else 1
     pipeline_id = input_context.input_pipeline_id if input_context else 0
@@ -139,8 +168,11 @@ def pretraining_dataset(file_patterns: Sequence[str], *, batch_size: int, max_se
         ds = ds.shard(pipelines, pipeline_id)
     if is_training:
         ds = ds.shuffle(len(files), seed=seed)
-    ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 8),
-                       num_parallel_calls=AUTOTUNE, deterministic=True)
+    read = tf.data.TFRecordDataset
+    if skip_corrupt_records:
+        read = lambda f: tf.data.TFRecordDataset(f).ignore_errors(log_warning=True)  # noqa: E731
+    ds = ds.interleave(read, cycle_length=min(len(files), 8), num_parallel_calls=AUTOTUNE,
+                       deterministic=True)
     if not shard_files:
         ds = ds.shard(pipelines, pipeline_id)
     if is_training:

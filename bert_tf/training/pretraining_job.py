@@ -56,6 +56,7 @@ class DataConfig:
     short_seq_prob: float = 0.1
     do_whole_word_mask: bool = False
     word_boundaries: str = "wordpiece"
+    skip_corrupt_records: bool = False
     eval_documents: int = 200
     seed: int = 12345
 
@@ -152,12 +153,13 @@ def run(data: DataConfig, model_preset: str | None, bert_config_file: str | None
         return pretraining_dataset(train_files, batch_size=batch_size, max_seq_length=seq,
                                    max_predictions_per_seq=predictions, is_training=True,
                                    masker=masker, whole_word_mask=data.do_whole_word_mask,
-                                   seed=data.seed, input_context=context)
+                                   seed=data.seed, input_context=context,
+                                   skip_corrupt_records=data.skip_corrupt_records)
 
     def eval_dataset_fn(batch_size, context):
         return pretraining_dataset(eval_files, batch_size=batch_size, max_seq_length=seq,
                                    max_predictions_per_seq=predictions, is_training=False,
-                                   input_context=context)
+                                   input_context=context, skip_corrupt_records=data.skip_corrupt_records)
 
     # A checkpoint's input position only means something for the same files and shapes.
     fingerprint = hashlib.sha256(json.dumps(
