@@ -57,6 +57,10 @@ def load_saved_model(path: str | os.PathLike):
     return tf.saved_model.load(os.fspath(path))
 
 
+def _valid_utf8(text: tf.Tensor) -> tf.Tensor:
+    return tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
+
+
 def _char_offsets(text: tf.Tensor, rows: tf.Tensor, byte_offsets: tf.Tensor) -> tf.Tensor:
     """Character offsets of UTF-8 byte offsets into text[rows], int32."""
     prefixes = tf.strings.substr(tf.gather(text, rows), tf.zeros_like(byte_offsets), byte_offsets)
@@ -109,7 +113,10 @@ class _Serving(tf.Module):
             text.append(tf.TensorSpec([None], tf.string, name="text_pair"))
         serve = {"classification": self._classify, "tagging": self._tag, "squad": self._answer,
                  "encoder": self._encode}[self.task]
-        self.serve_text = tf.function(serve, input_signature=text)
+        # Bytes that are not UTF-8 become U+FFFD (which tokenization deletes), so
+        # any request gets an answer; offsets then index the repaired text.
+        self.serve_text = tf.function(lambda *texts: serve(*[_valid_utf8(t) for t in texts]),
+                                      input_signature=text)
         ids = [tf.TensorSpec([None, max_seq_length], tf.int32, name=n) for n in INPUT_NAMES]
         self.serve_token_ids = tf.function(self._token_ids, input_signature=ids)
 
