@@ -25,7 +25,7 @@ from bert_tf.data.classification import write_text_atomically
 from bert_tf.training import tasks
 from bert_tf.training.optimization import OptimizerConfig
 from bert_tf.training.trainer import (PRECISIONS, NonFiniteGuard, TrainStep, _Summaries, _worker_info,
-                                     build_for_training, training_state)
+                                     build_for_training, save_checkpoint, training_state)
 
 Features = dict[str, np.ndarray]
 
@@ -211,7 +211,7 @@ def run_finetuning(build_model: Callable[[], keras.Model], task: tasks.Task,
                                                vocab_file, task_info)
                     write_json(best_file, best)
                     results.update({f"eval/{k}": v for k, v in best.items()})
-            manager.save(checkpoint_number=step)
+            save_checkpoint(manager, step)
     if worker == 0:
         checkpoints.save_model_dir(model, os.path.join(config.output_dir, "model"), vocab_file, task_info)
         if evaluate is None:  # without a dev set, the last model is the one kept

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import time
 from typing import Callable, Sequence
 
@@ -215,6 +216,23 @@ class TrainStep:
         return self.strategy.experimental_local_results(sums)[0]
 
 
+def save_checkpoint(manager: tf.train.CheckpointManager, step: int) -> None:
+    """Saves checkpoint `step`; a failed write (disk full, quota) is an OSError naming it.
+
+    TensorFlow writes into a temporary folder and records the checkpoint only
+    once it is complete, so the previous checkpoint stays the latest; the
+    partial files are removed.
+    """
+    previous = manager.latest_checkpoint
+    try:
+        manager.save(checkpoint_number=step)
+    except tf.errors.OpError as e:
+        shutil.rmtree(os.path.join(manager.directory, f"ckpt-{step}_temp"), ignore_errors=True)
+        reason = e.message.splitlines()[0].rsplit(";", 1)[-1].strip()
+        raise OSError(f"{manager.directory}/ckpt-{step}: could not write the checkpoint ({reason}); "
+                      f"the last complete one is {previous or 'none'}") from None
+
+
 class NonFiniteGuard:
     """Reads the steps' `nonfinite` flags at each host sync (log or save), not every step.
 
@@ -410,7 +428,7 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
         return results
 
     def save(step: int) -> None:
-        manager.save(checkpoint_number=step)
+        save_checkpoint(manager, step)
         logging.info("saved checkpoint %s", manager.latest_checkpoint)
 
     step = int(global_step.numpy())
