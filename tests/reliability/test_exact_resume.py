@@ -107,7 +107,7 @@ def test_finetuning_resume_is_bitwise(minilm_dir, tmp_path):
     train.write_text("text,label\n" + "".join(f"{' '.join(rng.choice(words, 6))},{rng.integers(2)}\n"
                                               for _ in range(240)))
     common = [f"--train_file={train}", f"--init_checkpoint={pretrained}", "--do_train",
-              "--train_batch_size=4", "--num_train_epochs=2", "--max_seq_length=16",
+              "--train_batch_size=4", "--num_train_epochs=3", "--max_seq_length=16",
               "--learning_rate=1e-3", "--deterministic"]
     whole = tmp_path / "whole"
     result = run_driver("run_classifier.py", *common, f"--output_dir={whole}")
@@ -118,5 +118,5 @@ def test_finetuning_resume_is_bitwise(minilm_dir, tmp_path):
     result = run_driver("run_classifier.py", *common, f"--output_dir={out}")
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"resuming from checkpoint {out}/checkpoints/ckpt-{killed_at}" in result.stderr, result.stderr[-2000:]
-    assert killed_at == 60  # the end of the first epoch: the kill came during the second
+    assert killed_at in (60, 120)  # an epoch's end: the kill came during a later epoch
     _assert_bitwise_equal(str(whole), out)
