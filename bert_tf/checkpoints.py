@@ -448,17 +448,26 @@ def save_model_dir(model: keras.Model, directory: str | os.PathLike,
         tensors = [variables[e.path] for e in table]
         tf.raw_ops.SaveV2(prefix=os.path.join(tmp, CHECKPOINT_NAME), tensor_names=names,
                           shape_and_slices=[""] * len(names), tensors=tensors)
-        old = None
-        if os.path.isdir(directory):
-            old = f"{os.path.abspath(directory)}.old-{os.getpid()}"
-            os.replace(directory, old)
-        os.replace(tmp, directory)
-        if old:
-            shutil.rmtree(old, ignore_errors=True)
+        move_into_place(tmp, directory)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return directory
+
+
+def move_into_place(tmp: str, directory: str) -> None:
+    """Renames the finished folder `tmp` to `directory`, replacing any folder there.
+
+    The old folder is first renamed aside, so `directory` holds either the
+    complete old or the complete new contents at every moment.
+    """
+    old = None
+    if os.path.isdir(directory):
+        old = f"{os.path.abspath(directory)}.old-{os.getpid()}"
+        os.replace(directory, old)
+    os.replace(tmp, directory)
+    if old:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- keras-hub

@@ -349,13 +349,7 @@ def export_saved_model(model_dir: str | os.PathLike, export_dir: str | os.PathLi
         with open(os.path.join(tmp, "assets.extra", "bert_tf_export.json"), "w", encoding="utf-8") as f:
             json.dump({"source": os.path.abspath(model_dir), "task": task_info.get("task", "encoder"),
                        "max_seq_length": length, "do_lower_case": lower_case}, f, indent=2)
-        old = None
-        if os.path.exists(target):
-            old = os.path.join(model_root, f".old-{version}-{os.getpid()}")
-            os.replace(target, old)
-        os.replace(tmp, target)
-        if old:
-            shutil.rmtree(old, ignore_errors=True)
+        checkpoints.move_into_place(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
