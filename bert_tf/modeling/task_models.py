@@ -54,6 +54,10 @@ class BertClassifier(_TaskModel):
         self._task_args = {"num_classes": num_classes, "head": head, "head_args": head_args}
 
 
+# The CRF's scores learn this many times faster than the encoder (see CRF).
+CRF_LEARNING_RATE_MULTIPLIER = 100.0
+
+
 @_REGISTER
 class BertTagger(_TaskModel):
     """Token tagging: per-token `logits`, float32 `[batch_size, seq_length, num_tags]`.
@@ -64,7 +68,8 @@ class BertTagger(_TaskModel):
     """
 
     def __init__(self, config: BertConfig | dict, num_tags: int, crf_tags: list[str] | None = None,
-                 scheme: str = "BIO", crf_learning_rate_multiplier: float = 100.0, **kwargs):
+                 scheme: str = "BIO",
+                 crf_learning_rate_multiplier: float = CRF_LEARNING_RATE_MULTIPLIER, **kwargs):
         config = _config_from(config)
         kwargs.setdefault("name", "bert_tagger")
         # === Layers ===
@@ -120,7 +125,8 @@ def build_task_model(config: BertConfig, task_info: dict) -> keras.Model:
         tags = task_info["labels"]
         return BertTagger(config, num_tags=len(tags), crf_tags=tags if task_info.get("crf") else None,
                           scheme=task_info.get("scheme", "BIO"),
-                          crf_learning_rate_multiplier=task_info.get("crf_learning_rate_multiplier", 100.0))
+                          crf_learning_rate_multiplier=task_info.get("crf_learning_rate_multiplier",
+                                                                    CRF_LEARNING_RATE_MULTIPLIER))
     if kind == "squad":
         return BertSpanLabeler(config)
     raise ValueError(f"unknown task type {kind!r} in task.json")

@@ -13,7 +13,7 @@ from bert_tf import checkpoints
 from bert_tf.configs import BertConfig
 from bert_tf.data import ner
 from bert_tf.data.tokenization import BertTokenizer
-from bert_tf.modeling.task_models import BertTagger, build_task_model
+from bert_tf.modeling.task_models import CRF_LEARNING_RATE_MULTIPLIER, BertTagger, build_task_model
 from bert_tf.training import finetuning, tasks
 from bert_tf.training.finetuning import FinetuningConfig, write_json
 from bert_tf.training.optimization import OptimizerConfig
@@ -97,7 +97,7 @@ def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train
         features = ner.convert_to_features(train.sentences, tokenizer, tags, max_seq_length)
         model_inputs = {k: features[k] for k in ("input_word_ids", "input_mask", "input_type_ids", "label_ids")}
         task_info = {"task": "tagging", "labels": tags, "crf": use_crf, "scheme": data.scheme,
-                     "crf_learning_rate_multiplier": 100.0, "max_seq_length": max_seq_length,
+                     "crf_learning_rate_multiplier": CRF_LEARNING_RATE_MULTIPLIER, "max_seq_length": max_seq_length,
                      "do_lower_case": tokenizer.lower_case}
 
         def dev_scores(model):
