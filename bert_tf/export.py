@@ -35,7 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import checkpoints
-from bert_tf.data.packing import pack_segments
+from bert_tf.data.packing import pack_segments, trim_padding
 from bert_tf.data.tokenization import BertTokenizer, split_words_with_offsets
 
 SERVING_DEFAULT = "serving_default"
@@ -106,6 +106,9 @@ class _Serving(tf.Module):
         self.task = task_info.get("task", "encoder")
         self.task_info = task_info
         self.max_seq_length = max_seq_length
+        # Per-token outputs: computed on the batch's trimmed length, padded back.
+        self.per_token = {"encoder": ("sequence_output",), "tagging": ("logits",),
+                          "squad": ("start_logits", "end_logits")}.get(self.task, ())
         self.pair = (self.task == "squad"
                      or (self.task == "classification" and bool(task_info.get("text_pair"))))
         text = [tf.TensorSpec([None], tf.string, name="text")]
@@ -132,8 +135,23 @@ class _Serving(tf.Module):
                              sep_id=t.sep_id, pad_id=t.pad_id)
 
     def _run(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        outputs = self.model({n: inputs[n] for n in INPUT_NAMES}, training=False)
-        return {k: tf.cast(v, tf.float32) for k, v in outputs.items() if k != "encoder_outputs"}
+        """Runs the model on the batch cut to its longest row (dynamic padding).
+
+        Per-token outputs are padded back to max_seq_length with zeros; the
+        other positions' values equal those of a run at full length.
+        """
+        trimmed = trim_padding({n: inputs[n] for n in INPUT_NAMES}, INPUT_NAMES)
+        outputs = self.model(trimmed, training=False)
+        missing = self.max_seq_length - tf.shape(trimmed["input_mask"])[1]
+        result = {}
+        for name, value in outputs.items():
+            if name == "encoder_outputs":
+                continue
+            value = tf.cast(value, tf.float32)
+            if name in self.per_token:
+                value = tf.pad(value, [[0, 0], [0, missing]] + [[0, 0]] * (value.shape.rank - 2))
+            result[name] = value
+        return result
 
     def _words(self, text: tf.Tensor):
         """Words with byte offsets, and their pieces as one ragged row per text.

@@ -14,6 +14,19 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 
+def trim_padding(batch: dict, seq_keys: tuple[str, ...], multiple: int = 8) -> dict:
+    """Cuts `[B, S]` features to the batch's longest row (rounded up to `multiple`).
+
+    Dynamic padding: a batch of short inputs does not pay for max_seq_length.
+    Used by fine-tuning and by the exported text signatures; outputs at the kept
+    positions are unchanged, since padded keys get zero attention weight.
+    """
+    seq_length = tf.shape(batch["input_mask"])[1]
+    longest = tf.reduce_max(tf.reduce_sum(tf.cast(batch["input_mask"], tf.int32), axis=1))
+    length = tf.minimum(seq_length, (longest + multiple - 1) // multiple * multiple)
+    return {k: (v[:, :length] if k in seq_keys else v) for k, v in batch.items()}
+
+
 def pack_segments(segments: Sequence[tf.RaggedTensor | tf.Tensor], *, max_seq_length: int,
                   cls_id: int, sep_id: int, pad_id: int) -> dict[str, tf.Tensor]:
     """Packs one or more batches of token segments into model inputs.

@@ -22,6 +22,7 @@ from absl import logging
 
 from bert_tf import checkpoints
 from bert_tf.data.classification import write_text_atomically
+from bert_tf.data.packing import trim_padding
 from bert_tf.training import tasks
 from bert_tf.training.optimization import OptimizerConfig
 from bert_tf.training.trainer import (PRECISIONS, NonFiniteGuard, TrainStep, _Summaries, _worker_info,
@@ -54,17 +55,6 @@ class FinetuningConfig:
             raise ValueError(f"mixed_precision must be one of {', '.join(PRECISIONS)}")
         if self.num_train_epochs <= 0:
             raise ValueError(f"num_train_epochs must be positive, got {self.num_train_epochs}")
-
-
-def trim_padding(batch: dict, seq_keys: tuple[str, ...], multiple: int = 8) -> dict:
-    """Cuts `[B, S]` features to the batch's longest row (rounded up to `multiple`).
-
-    Dynamic padding: a batch of short inputs does not pay for max_seq_length.
-    """
-    seq_length = tf.shape(batch["input_mask"])[1]
-    longest = tf.reduce_max(tf.reduce_sum(tf.cast(batch["input_mask"], tf.int32), axis=1))
-    length = tf.minimum(seq_length, (longest + multiple - 1) // multiple * multiple)
-    return {k: (v[:, :length] if k in seq_keys else v) for k, v in batch.items()}
 
 
 def _seq_keys(features: Features) -> tuple[str, ...]:

@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 from hypothesis import given, settings, strategies as st
 
-from bert_tf.data.packing import BertPacker, pack_segments
+from bert_tf.data.packing import BertPacker, pack_segments, trim_padding
 
 CLS, SEP, PAD = 101, 102, 0
 
@@ -69,3 +69,11 @@ def test_packer_layer_round_trips_through_config_and_matches_function():
     single = layer(a)
     np.testing.assert_array_equal(single["input_word_ids"].numpy(),
                                   [[CLS, 5, 6, 7, 8, 9, 10, 11, SEP]])
+
+
+def test_trim_padding_cuts_to_the_longest_row():
+    batch = {"input_mask": tf.constant([[1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]] * 2),
+             "input_word_ids": tf.ones([2, 12], tf.int32), "label_ids": tf.constant([0, 1])}
+    out = trim_padding(batch, ("input_mask", "input_word_ids"), multiple=4)
+    assert out["input_mask"].shape == (2, 4) and out["input_word_ids"].shape == (2, 4)
+    assert out["label_ids"].shape == (2,)

@@ -25,14 +25,6 @@ def _classification_features(config, n=64, seq=16, seed=0):
             "input_type_ids": batch["input_type_ids"], "label_ids": labels}
 
 
-def test_trim_padding_cuts_to_the_longest_row():
-    batch = {"input_mask": tf.constant([[1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]] * 2),
-             "input_word_ids": tf.ones([2, 12], tf.int32), "label_ids": tf.constant([0, 1])}
-    out = finetuning.trim_padding(batch, ("input_mask", "input_word_ids"), multiple=4)
-    assert out["input_mask"].shape == (2, 4) and out["input_word_ids"].shape == (2, 4)
-    assert out["label_ids"].shape == (2,)
-
-
 @pytest.mark.parametrize("head", HEADS)
 def test_heads_ignore_padding(tiny_config, head):
     model = BertClassifier(tiny_config, num_classes=3, head=head, head_args={"last_n": 2})
