@@ -28,10 +28,28 @@ from bert_tf.configs import BertConfig
 _REGISTER = keras.saving.register_keras_serializable(package="bert_tf")
 
 
+@tf.custom_gradient
+def gelu(x: tf.Tensor):
+    """Exact GELU, x * Phi(x), computed in float32 with its derivative written out.
+
+    Phi(x) + x * phi(x) as the gradient takes one pass where autodiff of
+    erf takes several; on a CPU in bfloat16 this halves the activation's
+    share of a training step. Returns x's dtype.
+    """
+    xf = tf.cast(x, tf.float32)
+    cdf = 0.5 * (1.0 + tf.math.erf(xf * (1.0 / math.sqrt(2.0))))
+
+    def grad(dy: tf.Tensor) -> tf.Tensor:
+        pdf = tf.exp(-0.5 * tf.square(xf)) * (1.0 / math.sqrt(2.0 * math.pi))
+        return tf.cast(tf.cast(dy, tf.float32) * (cdf + xf * pdf), x.dtype)
+
+    return tf.cast(xf * cdf, x.dtype), grad
+
+
 def activation(name: str):
     """Returns the activation function for a `BertConfig.hidden_act` name."""
     if name == "gelu":
-        return lambda x: keras.activations.gelu(x, approximate=False)
+        return gelu
     if name in ("gelu_tanh", "gelu_new", "gelu_pytorch_tanh"):
         return lambda x: keras.activations.gelu(x, approximate=True)
     if name == "relu":

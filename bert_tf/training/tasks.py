@@ -17,6 +17,20 @@ def _hits(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
     return tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)
 
 
+@tf.function(jit_compile=True)
+def _weighted_xent_and_hits(logits: tf.Tensor, labels: tf.Tensor,
+                            weights: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """sum(weight * cross-entropy), sum(weight * [argmax == label]) over `[..., V]` float32 logits.
+
+    Compiled by XLA on its own: softmax, cross-entropy and argmax over the vocab
+    fuse into a few passes over the `[B, P, V]` logits, about twice as fast on a
+    CPU as the separate kernels; the rest of the step keeps TensorFlow's
+    (oneDNN) matmuls.
+    """
+    xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    return tf.reduce_sum(xent * weights), tf.reduce_sum(_hits(logits, labels) * weights)
+
+
 def _examples(features: dict) -> tf.Tensor:
     return tf.cast(tf.shape(features["input_word_ids"])[0], tf.float32)
 
@@ -55,13 +69,12 @@ class PretrainingTask(Task):
     def sums(self, features, outputs):
         weights = tf.cast(features["masked_lm_weights"], tf.float32)
         labels = tf.cast(features["masked_lm_ids"], tf.int32)
-        logits = tf.cast(outputs["mlm_logits"], tf.float32)
-        mlm = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+        mlm_loss, mlm_correct = _weighted_xent_and_hits(tf.cast(outputs["mlm_logits"], tf.float32),
+                                                        labels, weights)
         nsp_labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
         nsp_logits = tf.cast(outputs["nsp_logits"], tf.float32)
         nsp = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=nsp_labels, logits=nsp_logits)
-        return {"mlm_loss": tf.reduce_sum(mlm * weights),
-                "mlm_correct": tf.reduce_sum(_hits(logits, labels) * weights),
+        return {"mlm_loss": mlm_loss, "mlm_correct": mlm_correct,
                 "nsp_loss": tf.reduce_sum(nsp), "nsp_correct": tf.reduce_sum(_hits(nsp_logits, nsp_labels))}
 
     def summarize(self, totals):

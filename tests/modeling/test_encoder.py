@@ -134,3 +134,15 @@ def test_mixed_precision(tiny_config, policy, atol):
                                atol=atol)
     np.testing.assert_allclose(tf.cast(out["pooled_output"], tf.float32), expected["pooled_output"],
                                atol=atol)
+
+
+def test_gelu_value_and_written_out_gradient_match_autodiff():
+    from bert_tf.modeling.layers import gelu
+
+    x = tf.constant(np.linspace(-8, 8, 1001), tf.float32)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        ours, reference = gelu(x), keras.activations.gelu(x, approximate=False)
+    np.testing.assert_allclose(ours, reference, atol=1e-6)
+    np.testing.assert_allclose(tape.gradient(ours, x), tape.gradient(reference, x), atol=1e-6)
+    assert gelu(tf.cast(x, tf.bfloat16)).dtype == tf.bfloat16

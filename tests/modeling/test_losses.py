@@ -40,3 +40,16 @@ def test_losses_are_float32_for_half_precision_logits():
     loss = losses.masked_lm_loss(tf.zeros((2, 3), tf.int32), logits, tf.ones((2, 3), tf.bfloat16))
     assert loss.dtype == tf.float32
     assert losses.next_sentence_loss(tf.zeros((2,), tf.int32), logits[:, 0, :2]).dtype == tf.float32
+
+
+def test_pretraining_task_sums_equal_the_plain_kernels():
+    from bert_tf.training import tasks
+
+    rng = np.random.default_rng(0)
+    logits = tf.constant(rng.normal(size=(4, 5, 50)), tf.float32)
+    labels = tf.constant(rng.integers(0, 50, (4, 5)), tf.int32)
+    weights = tf.constant(rng.integers(0, 2, (4, 5)), tf.float32)
+    loss, hits = tasks._weighted_xent_and_hits(logits, labels, weights)
+    xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    np.testing.assert_allclose(loss, tf.reduce_sum(xent * weights), rtol=1e-5)
+    assert float(hits) == float(tf.reduce_sum(tasks._hits(logits, labels) * weights))
