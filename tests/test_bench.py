@@ -1,0 +1,65 @@
+"""The bench/ scripts run in their --quick mode and write their JSON; the README table is built from it.
+
+Speed itself is never asserted here (figures are ratios from one run, see bench/README.md).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# script -> keys its JSON must hold (beyond the machine and version keys every file has).
+SCRIPTS = {
+    "pretrain_throughput": ["ratio_best_vs_keras_hub", "ratio_default_vs_keras_hub", "mfu",
+                            "bert_tf_float32_seq_per_s", "keras_hub_float32_seq_per_s"],
+    "input_pipeline": ["ratio_tokenize_pack_vs_hugging_face", "ratio_pipeline_vs_consumption"],
+    "serving_latency": ["ours_b1_p50_ms", "ours_b1_p99_ms", "ratio_b1_p50", "ratio_b1_p50_best",
+                        "ratio_b32_p50_best"],
+    "finetune_padding": ["ratio_dynamic_vs_fixed", "dynamic_examples_per_s", "fixed_examples_per_s"],
+}
+
+
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory):
+    """Runs every script's --quick mode at once (each is mostly single-threaded set-up)."""
+    out = tmp_path_factory.mktemp("bench")
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    runs = {name: subprocess.Popen(
+        [sys.executable, os.path.join(REPO, "bench", f"{name}.py"), "--quick",
+         f"--output_json={out / (name + '.json')}"],
+        cwd=str(out), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for name in SCRIPTS}
+    logs = {name: run.communicate(timeout=1200)[0] for name, run in runs.items()}
+    return out, {name: (runs[name].returncode, logs[name]) for name in SCRIPTS}
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_quick_run_writes_its_figures(quick_results, name):
+    out, results = quick_results
+    returncode, log = results[name]
+    assert returncode == 0, log[-3000:]
+    with open(out / f"{name}.json", encoding="utf-8") as f:
+        figures = json.load(f)
+    assert figures["script"] == name and figures["quick"] is True
+    for key in SCRIPTS[name] + ["machine_cpu", "version_tensorflow", "date"]:
+        assert key in figures, key
+    for key in SCRIPTS[name]:
+        assert isinstance(figures[key], (int, float)) and figures[key] > 0, (key, figures[key])
+
+
+def test_results_table_renders_every_file_into_the_readme(quick_results, tmp_path):
+    out, _ = quick_results
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n\nbefore\n<!-- bench:start -->\nold\n<!-- bench:end -->\nafter\n", encoding="utf-8")
+    subprocess.run([sys.executable, os.path.join(REPO, "bench", "results_table.py"),
+                    f"--results_dir={out}", f"--readme={readme}"], check=True, capture_output=True)
+    text = readme.read_text(encoding="utf-8")
+    assert text.startswith("# x\n\nbefore\n<!-- bench:start -->\n| figure |") and text.endswith(
+        "<!-- bench:end -->\nafter\n")
+    assert "old" not in text
+    for name in SCRIPTS:
+        assert f"| {name} |" in text and f"- {name}: " in text and "(--quick: not meaningful)" in text
