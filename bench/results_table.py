@@ -33,6 +33,10 @@ ROWS = {
          "{best_setting_keras_hub})", "{ratio_best_vs_keras_hub:.2f}x"),
         ("pretraining step: bert_tf MFU at its best setting (of the matmul peak at that precision)",
          "{mfu:.0%}"),
+        ("pretraining step: bert_tf float32 + XLA / float32", "{bert_tf_float32_xla_vs_float32:.2f}x"),
+        ("pretraining step: bert_tf mixed_bfloat16 / float32", "{bert_tf_mixed_bfloat16_vs_float32:.2f}x"),
+        ("pretraining step: bert_tf mixed_bfloat16 + XLA / float32",
+         "{bert_tf_mixed_bfloat16_xla_vs_float32:.2f}x"),
     ],
     "input_pipeline": [
         ("tokenize + pack: bert_tf tf.data / Hugging Face BertTokenizerFast",
@@ -49,6 +53,8 @@ ROWS = {
     "finetune_padding": [
         ("fine-tuning on tweets (length {max_seq_length}): dynamic padding / fixed padding",
          "{ratio_dynamic_vs_fixed:.2f}x"),
+        ("fine-tuning on tweets: length-bucketed batches (bench only, not in the driver) / fixed padding",
+         "{ratio_bucketed_vs_fixed:.2f}x"),
     ],
     "gpu_check": [
         ("BERT-Large seq 128, bf16 + XLA on {gpu}: sequences/s, MFU",
@@ -59,12 +65,26 @@ ROWS = {
 }
 
 
+def _with_ratios(record: dict) -> dict:
+    """Adds each bert_tf pretraining setting's speed over float32 without XLA."""
+    if record["script"] == "pretrain_throughput":
+        base = record["bert_tf_float32_seq_per_s"]
+        for setting in ("float32_xla", "mixed_bfloat16", "mixed_bfloat16_xla"):
+            if f"bert_tf_{setting}_seq_per_s" in record:  # --quick runs fewer settings
+                record[f"bert_tf_{setting}_vs_float32"] = record[f"bert_tf_{setting}_seq_per_s"] / base
+    return record
+
+
 def table(records: list[dict]) -> str:
     lines = ["| figure | value | script |", "|---|---|---|"]
     notes = []
     for record in sorted(records, key=lambda r: list(ROWS).index(r["script"])):
+        record = _with_ratios(record)
         for what, value in ROWS[record["script"]]:
-            lines.append(f"| {what.format(**record)} | {value.format(**record)} | {record['script']} |")
+            try:
+                lines.append(f"| {what.format(**record)} | {value.format(**record)} | {record['script']} |")
+            except KeyError:  # a figure this run did not measure
+                continue
         notes.append(f"- {record['script']}: {record['machine_gpu'] or record['machine_cpu']}, "
                      f"{record['machine_cpu_count']} CPU cores; TensorFlow {record['version_tensorflow']}, "
                      f"Keras {record['version_keras']}, keras-hub {record['version_keras_hub']}, "

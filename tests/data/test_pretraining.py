@@ -8,9 +8,6 @@ seed holds the exact packed sequences the masked file was made from.
 
 import os
 import random
-import re
-import subprocess
-import sys
 import types
 
 import numpy as np
@@ -423,16 +420,3 @@ def test_text_pairs_are_tokenized_packed_and_masked_in_graph(bert_tokenizer):
     np.testing.assert_array_equal(original[:len(expected)], expected)
     np.testing.assert_array_equal(batch["next_sentence_labels"], [0, 1, 0])
     assert batch["input_word_ids"].shape == (3, 16) and batch["masked_lm_ids"].shape == (3, 4)
-
-
-def test_benchmark_script_runs_in_tiny_mode(minilm_dir):
-    root = os.path.dirname(os.path.dirname(TESTDATA))
-    result = subprocess.run(
-        [sys.executable, os.path.join(root, "bench", "input_pipeline.py"),
-         f"--input_file={os.path.join(TESTDATA, 'en_corpus.txt')}",
-         f"--vocab_file={os.path.join(minilm_dir, 'vocab.txt')}", "--num_examples=64"],
-        capture_output=True, text=True, cwd=root, timeout=300,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert result.returncode == 0, result.stderr[-2000:]
-    ratio = re.search(r"ratio bert_tf / Hugging Face: ([0-9.]+)", result.stdout)
-    assert ratio and float(ratio.group(1)) > 0, result.stdout
