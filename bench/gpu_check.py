@@ -31,8 +31,7 @@ RUNS = [("base_uncased", 128, 256, 20), ("base_uncased", 512, 64, 80),
         ("large_uncased", 128, 128, 20), ("large_uncased", 512, 32, 80)]
 # Dense bf16 tensor-core peaks from the datasheets, FLOP/s (SXM parts).
 DATASHEET_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12}
-flags.DEFINE_integer("steps", 10, "Timed steps per run.", lower_bound=1)
-FLAGS = flags.FLAGS
+FLAGS = flags.FLAGS  # --steps (timed steps per run) comes with pretrain_throughput
 
 
 def _peak(device_name: str) -> tuple[float, str]:

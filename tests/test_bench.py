@@ -63,3 +63,10 @@ def test_results_table_renders_every_file_into_the_readme(quick_results, tmp_pat
     assert "old" not in text
     for name in SCRIPTS:
         assert f"| {name} |" in text and f"- {name}: " in text and "(--quick: not meaningful)" in text
+
+
+def test_gpu_check_imports_and_says_when_there_is_no_gpu():
+    result = subprocess.run([sys.executable, os.path.join(REPO, "bench", "gpu_check.py"), "--quick"],
+                            env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"},
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1 and "gpu_check: TensorFlow sees no GPU" in result.stderr, result.stderr[-2000:]
