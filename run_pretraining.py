@@ -58,7 +58,7 @@ def main(argv: list[str]) -> None:
             eval_every_steps=FLAGS.eval_every_steps, eval_batches=FLAGS.max_eval_steps,
             init_checkpoint=FLAGS.init_checkpoint,
             mixed_precision=distribute.resolve_precision(FLAGS.mixed_precision),
-            jit_compile=FLAGS.jit_compile,
+            jit_compile=FLAGS.jit_compile, recompute_activations=FLAGS.recompute_activations,
             peak_flops=FLAGS.peak_tflops * 1e12 if FLAGS.peak_tflops else None, seed=FLAGS.random_seed,
             deterministic=FLAGS.deterministic)
         results = pretraining_job.run(data, FLAGS.model_preset, FLAGS.bert_config_file, optimizer,

@@ -1,4 +1,4 @@
-r"""Fine-tuning examples/second: the driver's dynamic padding against fixed-length padding.
+r"""Fine-tuning examples/second: the driver's dynamic padding and bucketing against fixed padding.
 
 The training split of the English tweets demo (the split `run_classifier.py
 --demo=tweets` trains on), tokenized with the MiniLM uncased vocab and encoded
@@ -9,12 +9,12 @@ classifier (speed does not depend on the weights) with the driver's `TrainStep`
   dynamic   `finetuning.train_dataset`: the driver's shuffled batches, each cut
             to its longest row rounded up to a multiple of 8;
   fixed     the same shuffled batches, padded to --max_seq_length;
-  bucketed  (--bucketing) the same shuffled examples grouped into batches of
-            one length bucket (multiples of 8), then cut like the driver's.
-            Batches are then length-homogeneous, which changes what a step
-            sees, and a rare bucket's rows wait until a batch of them has
-            come (the few longest tweets are trained on epochs later); it is
-            measured here only, not offered by the driver.
+  bucketed  (--bucketing) `finetuning.train_dataset` with length_bucketing,
+            the driver's --length_bucketing: the same shuffled examples
+            grouped into batches of one length bucket (multiples of 8), then
+            cut. Batches are then length-homogeneous, which changes what a
+            step sees, and a rare bucket's rows wait until a batch of them
+            has come (the few longest tweets are trained on epochs later).
 
 Each variant has its own model, optimizer and TrainStep. All are compiled and
 warmed up first, then timed in alternating rounds; the medians and their ratios
@@ -42,7 +42,6 @@ from absl import app, flags
 import bench_util
 from bert_tf.configs import get_preset
 from bert_tf.data import classification
-from bert_tf.data.packing import trim_padding
 from bert_tf.data.tokenization import BertTokenizer
 from bert_tf.modeling.task_models import BertClassifier
 from bert_tf.training import finetuning, tasks
@@ -78,36 +77,15 @@ def _train_examples() -> tuple[classification.EncodedExamples, int]:
     return encoded, len(labels)
 
 
-def _shuffled_rows(count: int) -> tf.data.Dataset:
-    # The driver's order: train_dataset shuffles row indices with the same seed.
-    return tf.data.Dataset.range(count).shuffle(count, seed=SEED, reshuffle_each_iteration=True).repeat()
-
-
-def _gather(tensors: dict[str, tf.Tensor], trim: bool):
-    seq_keys = tuple(k for k, v in tensors.items() if v.shape.rank == 2)
-
-    def gather(rows: tf.Tensor) -> dict[str, tf.Tensor]:
-        batch = {k: tf.gather(v, rows) for k, v in tensors.items()}
-        return trim_padding(batch, seq_keys) if trim else batch
-    return gather
-
-
 def fixed_dataset(features: dict[str, np.ndarray], batch_size: int) -> tf.data.Dataset:
     """The driver's batches without trim_padding: every batch is [B, max_seq_length]."""
     tensors = {k: tf.constant(v) for k, v in features.items()}
-    ds = _shuffled_rows(len(features["input_word_ids"])).batch(batch_size, drop_remainder=True)
-    return ds.map(_gather(tensors, trim=False), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
-
-
-def bucketed_dataset(features: dict[str, np.ndarray], batch_size: int) -> tf.data.Dataset:
-    """The same shuffled rows, batched within length buckets of 8 tokens, then trimmed."""
-    tensors = {k: tf.constant(v) for k, v in features.items()}
-    lengths = tf.constant(features["input_mask"].sum(axis=1), tf.int64)
-    ds = _shuffled_rows(len(lengths)).group_by_window(
-        key_func=lambda row: (tf.gather(lengths, row) + 7) // 8,
-        reduce_func=lambda _, rows: rows.batch(batch_size, drop_remainder=True),
-        window_size=batch_size)
-    return ds.map(_gather(tensors, trim=True), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    count = len(features["input_word_ids"])
+    # The driver's order: train_dataset shuffles row indices with the same seed.
+    ds = tf.data.Dataset.range(count).shuffle(count, seed=SEED, reshuffle_each_iteration=True).repeat()
+    ds = ds.batch(batch_size, drop_remainder=True)
+    return ds.map(lambda rows: {k: tf.gather(v, rows) for k, v in tensors.items()},
+                  num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
 def _padded_lengths(ds: tf.data.Dataset, batches: int) -> tuple[np.ndarray, float]:
@@ -158,7 +136,8 @@ def main(argv: list[str]) -> None:
     datasets = {"dynamic": finetuning.train_dataset(features, FLAGS.batch_size, SEED, context),
                 "fixed": fixed_dataset(features, FLAGS.batch_size)}
     if FLAGS.bucketing:
-        datasets["bucketed"] = bucketed_dataset(features, FLAGS.batch_size)
+        datasets["bucketed"] = finetuning.train_dataset(features, FLAGS.batch_size, SEED, context,
+                                                        length_bucketing=True)
 
     batches = 10 if FLAGS.quick else PIPELINE_BATCHES
     padded = {name: _padded_lengths(ds, batches) for name, ds in datasets.items()}

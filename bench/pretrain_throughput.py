@@ -81,13 +81,13 @@ def _with_policy(precision: str, build):
         keras.mixed_precision.set_global_policy("float32")
 
 
-def ours(config, precision: str, jit: bool, batch: dict):
+def ours(config, precision: str, jit: bool, batch: dict, recompute: bool = False):
     """A callable running one bert_tf pretraining step on `batch`."""
     strategy = tf.distribute.OneDeviceStrategy("/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0")
 
     def build():
         with strategy.scope():
-            model = BertPretrainer(config)
+            model = BertPretrainer(config, recompute_activations=recompute)
             optimizer = create_optimizer(OptimizerConfig(num_train_steps=10_000, num_warmup_steps=100),
                                          precision)
             optimizer.build(model.trainable_variables)

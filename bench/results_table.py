@@ -53,14 +53,20 @@ ROWS = {
     "finetune_padding": [
         ("fine-tuning on tweets (length {max_seq_length}): dynamic padding / fixed padding",
          "{ratio_dynamic_vs_fixed:.2f}x"),
-        ("fine-tuning on tweets: length-bucketed batches (bench only, not in the driver) / fixed padding",
+        ("fine-tuning on tweets: --length_bucketing / fixed padding",
          "{ratio_bucketed_vs_fixed:.2f}x"),
+    ],
+    "activation_memory": [
+        ("pretraining step {preset} seq {seq} batch {batch}, recompute_activations / keeping them: "
+         "peak memory, speed", "{ratio_memory_recompute_vs_keep:.2f}x, {ratio_speed_recompute_vs_keep:.2f}x"),
     ],
     "gpu_check": [
         ("BERT-Large seq 128, bf16 + XLA on {gpu}: sequences/s, MFU",
          "{large_seq128_seq_per_s:.0f}, {large_seq128_mfu:.0%}"),
         ("BERT-Large seq 512, bf16 + XLA on {gpu}: sequences/s, MFU",
          "{large_seq512_seq_per_s:.0f}, {large_seq512_mfu:.0%}"),
+        ("BERT-Large seq 512 on {gpu}: largest batch without / with activation recomputation",
+         "{large_seq512_largest_batch_keep} / {large_seq512_largest_batch_recompute}"),
     ],
 }
 

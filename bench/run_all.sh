@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bench/results
-for name in pretrain_throughput input_pipeline serving_latency finetune_padding; do
+for name in pretrain_throughput input_pipeline serving_latency finetune_padding activation_memory; do
   echo "== bench/$name.py"
   python "bench/$name.py" --output_json="bench/results/$name.json" "$@"
 done

@@ -162,9 +162,14 @@ def define_pretraining_flags() -> None:
     flags.DEFINE_string("tpu", None, "TPU address for --distribution_strategy=tpu.")
     flags.DEFINE_integer("num_cpu_devices", 1, "Split the CPU into this many logical devices "
                          "(MirroredStrategy without GPUs: tests and debugging).", lower_bound=1)
-    flags.DEFINE_enum("mixed_precision", "float32", list(PRECISIONS) + ["auto"],
-                      "auto: mixed_bfloat16 where the hardware has fast bfloat16, else float32.")
+    flags.DEFINE_enum("mixed_precision", "auto", list(PRECISIONS) + ["auto"],
+                      "auto: mixed_bfloat16 where the hardware has fast bfloat16 (GPUs of compute "
+                      "capability 8.0+, CPUs with AMX or AVX512-BF16), else float32.")
     flags.DEFINE_boolean("jit_compile", False, "Compile the forward/backward step with XLA.")
+    flags.DEFINE_boolean("recompute_activations", False,
+                         "Recompute each Transformer block's activations in the backward pass "
+                         "(tf.recompute_grad): less memory for long sequences, about a third more "
+                         "compute per step.")
     flags.DEFINE_integer("random_seed", 12345, "Seed of data order, masking and initialisation.")
     _define_once("deterministic", lambda: flags.DEFINE_boolean(
         "deterministic", False, "Deterministic ops (tf.config.experimental.enable_op_determinism): "
@@ -256,9 +261,12 @@ def define_finetuning_flags() -> None:
     _define_once("distribution_strategy", lambda: flags.DEFINE_enum(
         "distribution_strategy", "auto", STRATEGIES, "tf.distribute strategy."))
     _define_once("mixed_precision", lambda: flags.DEFINE_enum(
-        "mixed_precision", "float32", list(PRECISIONS) + ["auto"],
-        "auto: mixed_bfloat16 where the hardware has fast bfloat16."))
+        "mixed_precision", "auto", list(PRECISIONS) + ["auto"],
+        "auto: mixed_bfloat16 where the hardware has fast bfloat16, else float32."))
     _define_once("jit_compile", lambda: flags.DEFINE_boolean("jit_compile", False, "XLA."))
+    flags.DEFINE_boolean("length_bucketing", False,
+                         "Batch training rows of similar length together (buckets of 8 tokens): "
+                         "less padding, faster on data of mixed lengths; batches are then less mixed.")
     _define_once("random_seed", lambda: flags.DEFINE_integer("random_seed", 12345, "Seed."))
     _define_once("deterministic", lambda: flags.DEFINE_boolean(
         "deterministic", False, "Deterministic ops (tf.config.experimental.enable_op_determinism): "
@@ -297,5 +305,6 @@ def finetuning_options():
         warmup_proportion=FLAGS.warmup_proportion,
         gradient_accumulation_steps=FLAGS.gradient_accumulation_steps, log_steps=FLAGS.log_steps,
         seed=FLAGS.random_seed, mixed_precision=distribute.resolve_precision(FLAGS.mixed_precision),
-        jit_compile=FLAGS.jit_compile, deterministic=FLAGS.deterministic)
+        jit_compile=FLAGS.jit_compile, length_bucketing=FLAGS.length_bucketing,
+        deterministic=FLAGS.deterministic)
     return optimizer, config, distribute.get_strategy(FLAGS.distribution_strategy)

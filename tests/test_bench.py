@@ -20,6 +20,8 @@ SCRIPTS = {
     "serving_latency": ["ours_b1_p50_ms", "ours_b1_p99_ms", "ratio_b1_p50", "ratio_b1_p50_best",
                         "ratio_b32_p50_best"],
     "finetune_padding": ["ratio_dynamic_vs_fixed", "dynamic_examples_per_s", "fixed_examples_per_s"],
+    "activation_memory": ["ratio_memory_recompute_vs_keep", "ratio_speed_recompute_vs_keep",
+                          "keep_peak_mib", "recompute_peak_mib"],
 }
 
 

@@ -52,10 +52,12 @@ def test_resumes_after_sigkill(corpus, tmp_path):
 
 
 def test_two_replica_mirrored_run(corpus, tmp_path):
+    # With activation recomputation, the memory-saving setting of multi-GPU long-sequence runs.
     result = run_pretrain(pretrain_flags(corpus, str(tmp_path / "run"), distribution_strategy="mirrored",
-                         num_cpu_devices=2, num_train_steps=2))
+                         num_cpu_devices=2, num_train_steps=2, recompute_activations=True))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "MirroredStrategy: 2 replica(s) on 1 worker(s)" in result.stderr
+    assert "--recompute_activations=True" in open(tmp_path / "run" / "flags.txt").read()
 
 
 def _free_ports(n):

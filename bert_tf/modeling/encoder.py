@@ -31,16 +31,19 @@ class BertEncoder(keras.Model):
 
     Args:
         config: a BertConfig (or its dict form, as get_config writes it).
+        recompute_activations: recompute each Transformer block's activations
+            in the backward pass instead of keeping them (`TransformerBlock`):
+            less memory for long sequences, one more forward pass per step.
     """
 
-    def __init__(self, config: BertConfig | dict, **kwargs):
+    def __init__(self, config: BertConfig | dict, recompute_activations: bool = False, **kwargs):
         config = _config_from(config)
         kwargs.setdefault("name", "bert")
 
         # === Layers ===
         self.embeddings = BertEmbeddings(config)
         self.transformer_layers = [
-            TransformerBlock(config, name=f"layer_{i}") for i in range(config.num_hidden_layers)
+            TransformerBlock(config, recompute_activations, name=f"layer_{i}") for i in range(config.num_hidden_layers)
         ]
         self.pooler = Pooler(config)
 
@@ -60,9 +63,11 @@ class BertEncoder(keras.Model):
 
         # === Config ===
         self.config = config
+        self.recompute_activations = recompute_activations
 
     def get_config(self) -> dict:
-        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}
+        return {"config": self.config.to_dict(), "recompute_activations": self.recompute_activations,
+                "name": self.name, "trainable": self.trainable}
 
     @classmethod
     def from_config(cls, config: dict) -> "BertEncoder":

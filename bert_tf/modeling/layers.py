@@ -18,6 +18,7 @@ float32; everything else runs in the policy's compute dtype.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import keras
@@ -55,6 +56,12 @@ def activation(name: str):
     if name == "relu":
         return keras.activations.relu
     raise ValueError(f"unknown hidden_act {name!r}")
+
+
+@functools.cache
+def compiled_activation(name: str):
+    """`activation(name)` as an XLA kernel of its own, forward and backward (used in training)."""
+    return tf.function(activation(name), jit_compile=True)
 
 
 def initializer(config: BertConfig) -> keras.initializers.Initializer:
@@ -159,10 +166,18 @@ class TransformerBlock(_ConfigLayer):
 
     x -> self-attention -> dense -> dropout -> Add(x) -> LayerNorm
       -> dense(I, act) -> dense(H) -> dropout -> Add -> LayerNorm.
+
+    With `recompute_activations`, a training call keeps only the block's input
+    for the backward pass and runs the block's forward again there
+    (`tf.recompute_grad`): activation memory per block drops from O(S^2 + S*I)
+    to O(S*H) at the cost of one more forward. The dropout seeds are drawn once,
+    before the block, so the recomputed forward drops the same units and the
+    gradients equal those without recomputation.
     """
 
-    def __init__(self, config: BertConfig | dict, **kwargs):
+    def __init__(self, config: BertConfig | dict, recompute_activations: bool = False, **kwargs):
         super().__init__(config, **kwargs)
+        self.recompute_activations = recompute_activations
         c = self.config
         # attention/self
         self.query = _dense(c.hidden_size, c, name="query")
@@ -173,7 +188,7 @@ class TransformerBlock(_ConfigLayer):
         self.attention_output_dense = _dense(c.hidden_size, c)
         self.attention_layer_norm = _layer_norm(c)
         # intermediate
-        self.intermediate_dense = _dense(c.intermediate_size, c, activation=activation(c.hidden_act))
+        self.intermediate_dense = _dense(c.intermediate_size, c)  # its activation is applied in call
         # output
         self.output_dense = _dense(c.hidden_size, c)
         self.output_layer_norm = _layer_norm(c)
@@ -201,6 +216,9 @@ class TransformerBlock(_ConfigLayer):
         c = self.config
         return tf.reshape(x, [shape[0], shape[1], c.num_attention_heads, c.head_size])
 
+    def get_config(self) -> dict:
+        return {**super().get_config(), "recompute_activations": self.recompute_activations}
+
     def call(self, x: tf.Tensor, input_mask: tf.Tensor,
              training: bool | None = None) -> tf.Tensor:
         """Applies the block.
@@ -213,6 +231,24 @@ class TransformerBlock(_ConfigLayer):
         Returns:
             `[B, S, H]` hidden states in the compute dtype.
         """
+        if not training:
+            return self._forward(x, input_mask, None)
+        # In call order: attention probabilities, attention output, layer output.
+        seeds = (_draw_seed(self.attention_dropout), _draw_seed(self.dropout), _draw_seed(self.dropout))
+        if self.recompute_activations:
+            return tf.recompute_grad(lambda h: self._forward(h, input_mask, seeds))(x)
+        return self._forward(x, input_mask, seeds)
+
+    def _forward(self, x: tf.Tensor, input_mask: tf.Tensor, seeds: tuple | None) -> tf.Tensor:
+        """The block: in inference when `seeds` is None, else in training with
+        dropout wherever `seeds` (attention probabilities, attention output,
+        layer output) holds a seed.
+
+        In training the elementwise chains after the attention scores and after
+        each output projection run as XLA kernels of their own, forward and
+        backward, while the matmuls stay with TensorFlow's kernels (oneDNN on a
+        CPU, where XLA's own matmuls do not use AMX).
+        """
         q = self._split_heads(self.query(x))
         k = self._split_heads(self.key(x))
         v = self._split_heads(self.value(x))
@@ -221,16 +257,71 @@ class TransformerBlock(_ConfigLayer):
         scores = tf.einsum("BSND,BTND->BNST", q, k)
         # Softmax in float32; the additive -10000 drives padded keys' weights to
         # exactly 0 in float32, so padding cannot change non-padding outputs.
-        probs = tf.nn.softmax(tf.cast(scores, tf.float32) + attention_bias(input_mask), axis=-1)
-        probs = self.attention_dropout(tf.cast(probs, self.compute_dtype), training=training)
+        training = seeds is not None
+        if training:
+            probs = _softmax_dropout(scores, attention_bias(input_mask), _uniform(scores, seeds[0]),
+                                     self.attention_dropout.rate)
+        else:
+            probs = tf.nn.softmax(tf.cast(scores, tf.float32) + attention_bias(input_mask), axis=-1)
+            probs = tf.cast(probs, self.compute_dtype)
         context = tf.einsum("BNST,BTND->BSND", probs, v)
         context = tf.reshape(context, tf.shape(x))
+        x = self._add_and_norm(x, self.attention_output_dense(context), self.attention_layer_norm,
+                               training, seeds[1] if training else None)
+        act = (compiled_activation if training else activation)(self.config.hidden_act)
+        layer_output = self.output_dense(act(self.intermediate_dense(x)))
+        return self._add_and_norm(x, layer_output, self.output_layer_norm, training,
+                                  seeds[2] if training else None)
 
-        attention_output = self.dropout(self.attention_output_dense(context), training=training)
-        x = tf.cast(self.attention_layer_norm(x + attention_output), self.compute_dtype)
-        layer_output = self.output_dense(self.intermediate_dense(x))
-        layer_output = self.dropout(layer_output, training=training)
-        return tf.cast(self.output_layer_norm(x + layer_output), self.compute_dtype)
+    def _add_and_norm(self, x: tf.Tensor, y: tf.Tensor, layer_norm: keras.layers.LayerNormalization,
+                      training: bool, seed: tf.Tensor | None) -> tf.Tensor:
+        """LayerNorm(x + y); in training LayerNorm(x + dropout(y)) (no dropout when seed is None)."""
+        if not training:
+            return tf.cast(layer_norm(x + y), self.compute_dtype)
+        # The variables are read here: a distributed variable passed into the
+        # tf.function as it is would not get its gradient right.
+        return _dropout_add_norm(x, y, _uniform(y, seed), tf.identity(layer_norm.gamma.value),
+                                 tf.identity(layer_norm.beta.value), self.dropout.rate, layer_norm.epsilon)
+
+
+def _draw_seed(layer: keras.layers.Dropout) -> tf.Tensor | None:
+    """The next int32 `[2]` seed of a Dropout layer's generator (None when its rate is 0)."""
+    if layer.rate == 0:
+        return None  # Keras gives such a layer no generator
+    seed = layer.seed_generator.next()
+    return tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32) if seed.dtype != tf.int32 else seed
+
+
+def _uniform(x: tf.Tensor, seed: tf.Tensor | None) -> tf.Tensor | None:
+    """Uniform [0, 1) noise shaped like x from a stateless seed, drawn by TensorFlow's
+    Philox kernel (XLA's random numbers on a CPU are an order of magnitude slower)."""
+    return None if seed is None else tf.random.stateless_uniform(tf.shape(x), seed, dtype=x.dtype)
+
+
+def _drop(x: tf.Tensor, uniform: tf.Tensor | None, rate: float) -> tf.Tensor:
+    """Inverted dropout: x / (1 - rate) where uniform >= rate, else 0 (as tf.nn.dropout)."""
+    if uniform is None:
+        return x
+    keep = uniform >= tf.cast(rate, uniform.dtype)
+    return tf.where(keep, x * (1.0 / (1.0 - rate)), tf.zeros_like(x))
+
+
+@tf.function(jit_compile=True)
+def _softmax_dropout(scores: tf.Tensor, bias: tf.Tensor, uniform: tf.Tensor | None,
+                     rate: float) -> tf.Tensor:
+    """dropout(softmax(scores + bias)), computed in float32, returned in scores' dtype."""
+    probs = tf.nn.softmax(tf.cast(scores, tf.float32) + bias, axis=-1)
+    return tf.cast(_drop(probs, uniform, rate), scores.dtype)
+
+
+@tf.function(jit_compile=True)
+def _dropout_add_norm(x: tf.Tensor, y: tf.Tensor, uniform: tf.Tensor | None, gamma: tf.Tensor,
+                      beta: tf.Tensor, rate: float, epsilon: float) -> tf.Tensor:
+    """LayerNorm(x + dropout(y)) over the last axis, in float32, returned in x's dtype."""
+    h = tf.cast(x, tf.float32) + _drop(tf.cast(y, tf.float32), uniform, rate)
+    centered = h - tf.reduce_mean(h, axis=-1, keepdims=True)
+    variance = tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
+    return tf.cast(centered * tf.math.rsqrt(variance + epsilon) * gamma + beta, x.dtype)
 
 
 def attention_bias(input_mask: tf.Tensor) -> tf.Tensor:

@@ -23,14 +23,15 @@ class BertPretrainer(keras.Model):
 
     Args:
         config: a BertConfig (or its dict form).
+        recompute_activations: passed to the BertEncoder.
     """
 
-    def __init__(self, config: BertConfig | dict, **kwargs):
+    def __init__(self, config: BertConfig | dict, recompute_activations: bool = False, **kwargs):
         config = _config_from(config)
         kwargs.setdefault("name", "bert_pretrainer")
 
         # === Layers ===
-        self.encoder = BertEncoder(config)
+        self.encoder = BertEncoder(config, recompute_activations)
         self.masked_lm = MaskedLMHead(config, self.encoder.embeddings.word_embeddings)
         self.next_sentence = NextSentenceHead(config)
 
@@ -47,9 +48,11 @@ class BertPretrainer(keras.Model):
 
         # === Config ===
         self.config = config
+        self.recompute_activations = recompute_activations
 
     def get_config(self) -> dict:
-        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}
+        return {"config": self.config.to_dict(), "recompute_activations": self.recompute_activations,
+                "name": self.name, "trainable": self.trainable}
 
     @classmethod
     def from_config(cls, config: dict) -> "BertPretrainer":

@@ -46,6 +46,7 @@ class FinetuningConfig:
     init_checkpoint: str | None = None
     mixed_precision: str = "float32"
     jit_compile: bool = False
+    length_bucketing: bool = False  # batches of rows of similar length (train_dataset)
     seed: int = 12345
     deterministic: bool = False  # enable_op_determinism: bitwise-repeatable runs on one machine
     best_metric: str | None = None  # the dev metric that picks the kept model (higher is better)
@@ -62,19 +63,33 @@ def _seq_keys(features: Features) -> tuple[str, ...]:
     return tuple(k for k, v in features.items() if v.ndim == 2 and v.shape[1] == length)
 
 
+BUCKET_WIDTH = 8  # trim_padding rounds a batch's length up to a multiple of this
+
+
 def train_dataset(features: Features, batch_size: int, seed: int,
-                  context: tf.distribute.InputContext) -> tf.data.Dataset:
+                  context: tf.distribute.InputContext, length_bucketing: bool = False) -> tf.data.Dataset:
     """Shuffled, repeated, dynamically padded batches of this worker's share.
 
     The shuffle runs over row indices, so a checkpointed iterator holds indices,
-    not copies of the features.
+    not copies of the features. With `length_bucketing`, the shuffled rows are
+    grouped by length (buckets of BUCKET_WIDTH tokens) and each batch is taken
+    from one bucket, so a batch of short rows is not padded to one long row;
+    a rare bucket's rows wait until a batch of them has come.
     """
     tensors = {k: tf.constant(v) for k, v in features.items()}
     count = len(features["input_word_ids"])
     seq_keys = _seq_keys(features)
+    per_replica = context.get_per_replica_batch_size(batch_size)
     ds = tf.data.Dataset.range(count).shard(context.num_input_pipelines, context.input_pipeline_id)
     ds = ds.shuffle(count, seed=seed, reshuffle_each_iteration=True).repeat()
-    ds = ds.batch(context.get_per_replica_batch_size(batch_size), drop_remainder=True)
+    if length_bucketing:
+        lengths = tf.constant(features["input_mask"].sum(axis=1), tf.int64)
+        ds = ds.group_by_window(
+            key_func=lambda row: (tf.gather(lengths, row) + BUCKET_WIDTH - 1) // BUCKET_WIDTH,
+            reduce_func=lambda _, rows: rows.batch(per_replica, drop_remainder=True),
+            window_size=per_replica)
+    else:
+        ds = ds.batch(per_replica, drop_remainder=True)
     ds = ds.map(lambda rows: trim_padding({k: tf.gather(v, rows) for k, v in tensors.items()}, seq_keys),
                 num_parallel_calls=tf.data.AUTOTUNE)
     return ds.prefetch(tf.data.AUTOTUNE)
@@ -83,23 +98,29 @@ def train_dataset(features: Features, batch_size: int, seed: int,
 def predict(model: keras.Model, features: Features, batch_size: int,
             seq_outputs: tuple[str, ...] = (),
             inputs: tuple[str, ...] = tasks.ENCODER_INPUTS) -> dict[str, np.ndarray]:
-    """Runs the model over all rows with dynamic padding; returns numpy outputs.
+    """Runs the model over all rows with dynamic padding; returns numpy outputs in row order.
 
-    The per-token outputs named in `seq_outputs` are padded back to the
-    features' sequence length so that batches concatenate.
+    Rows are batched in order of length, so each batch is padded only to rows
+    of about its own length. The per-token outputs named in `seq_outputs` are
+    padded back to the features' sequence length so that batches concatenate.
     """
     length = features["input_word_ids"].shape[1]
+    order = np.argsort(features["input_mask"].sum(axis=1), kind="stable")
     call = tf.function(lambda x: model(x, training=False), reduce_retracing=True)
     pieces: dict[str, list] = {}
-    for start in range(0, len(features["input_word_ids"]), batch_size):
-        batch = trim_padding({k: tf.constant(features[k][start:start + batch_size]) for k in inputs},
-                             inputs)
+    for start in range(0, len(order), batch_size):
+        rows = order[start:start + batch_size]
+        batch = trim_padding({k: tf.constant(features[k][rows]) for k in inputs}, inputs)
         for name, value in call(batch).items():
             value = np.asarray(value)
             if name in seq_outputs:
                 value = np.pad(value, [(0, 0), (0, length - value.shape[1])] + [(0, 0)] * (value.ndim - 2))
             pieces.setdefault(name, []).append(value)
-    return {k: np.concatenate(v) for k, v in pieces.items()}
+    outputs = {}
+    for name, values in pieces.items():
+        outputs[name] = np.empty_like(values[0], shape=(len(order),) + values[0].shape[1:])
+        outputs[name][order] = np.concatenate(values)
+    return outputs
 
 
 def run_finetuning(build_model: Callable[[], keras.Model], task: tasks.Task,
@@ -143,7 +164,8 @@ def run_finetuning(build_model: Callable[[], keras.Model], task: tasks.Task,
                                                        config.mixed_precision, strategy)
 
     context = tf.distribute.InputContext(num_workers, worker, num_workers)
-    iterator = iter(train_dataset(train_features, config.train_batch_size, config.seed, context))
+    iterator = iter(train_dataset(train_features, config.train_batch_size, config.seed, context,
+                                  config.length_bucketing))
     manager = tf.train.CheckpointManager(
         tf.train.Checkpoint(**training_state(model, optimizer, global_step), iterator=iterator),
         os.path.join(config.output_dir, "checkpoints" if worker == 0 else f".worker_{worker}_checkpoints"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import keras
+import tensorflow as tf
 
 from bert_tf.training.schedules import WarmupPolynomialDecay
 
@@ -50,6 +51,48 @@ class _PreReducedGradients:
         return list(grads_and_vars)
 
 
+def _adamw_update(variable: tf.Variable, m: tf.Variable, v: tf.Variable, gradient: tf.Tensor,
+                  alpha: tf.Tensor, decay: tf.Tensor, beta_1: float, beta_2: float,
+                  epsilon: float) -> None:
+    """One AdamW update of one variable as a single XLA kernel (one pass over its memory)."""
+    g = tf.cast(gradient, variable.dtype)
+    m.assign_add((g - m) * (1.0 - beta_1))
+    v.assign_add((tf.square(g) - v) * (1.0 - beta_2))
+    variable.assign_sub(variable * decay + m * alpha / (tf.sqrt(v) + epsilon))
+
+
+class FusedAdamW(keras.optimizers.AdamW):
+    """Keras' AdamW (same slots, bias correction and weight-decay exclusions) with each
+    variable's decay and Adam update fused into one XLA kernel instead of about ten
+    elementwise ops, each a pass over the variable's memory."""
+
+    def build(self, variables):
+        super().build(variables)
+        # One compiled function per optimizer: a module-level one would keep traces
+        # that refer to an earlier optimizer's (deleted) variables.
+        self._fused_update = tf.function(_adamw_update, jit_compile=True)
+
+    def _apply_weight_decay(self, variables):
+        pass  # folded into update_step
+
+    def update_step(self, gradient, variable, learning_rate):
+        dtype = variable.dtype
+        lr = tf.cast(learning_rate, dtype)
+        decay = (lr * tf.cast(self.weight_decay, dtype) if self._use_weight_decay(variable)
+                 else tf.zeros([], dtype))
+        index = self._get_variable_index(variable)
+        m, v = self._momentums[index].value, self._velocities[index].value
+        if isinstance(m, tf.distribute.DistributedValues):
+            # Under a multi-replica strategy this runs once per replica's copy of the
+            # variable; Keras' own ops pick the matching copy of the slots.
+            variable.assign_sub(variable * decay)
+            return super().update_step(gradient, variable, learning_rate)
+        step = tf.cast(self.iterations + 1, dtype)
+        alpha = lr * tf.sqrt(1.0 - tf.pow(tf.cast(self.beta_2, dtype), step)) / (
+            1.0 - tf.pow(tf.cast(self.beta_1, dtype), step))
+        self._fused_update(variable, m, v, gradient, alpha, decay, self.beta_1, self.beta_2, self.epsilon)
+
+
 def _pre_reduced(cls):
     return type(cls.__name__, (_PreReducedGradients, cls), {})
 
@@ -62,7 +105,7 @@ def create_optimizer(config: OptimizerConfig, mixed_precision: str = "float32") 
     common = dict(learning_rate=schedule, beta_1=config.beta_1, beta_2=config.beta_2,
                   epsilon=config.epsilon)
     if config.optimizer == "adamw":
-        optimizer = _pre_reduced(keras.optimizers.AdamW)(weight_decay=config.weight_decay, **common)
+        optimizer = _pre_reduced(FusedAdamW)(weight_decay=config.weight_decay, **common)
     elif config.optimizer == "lamb":
         optimizer = _pre_reduced(keras.optimizers.Lamb)(weight_decay=config.weight_decay or None,
                                                         **common)

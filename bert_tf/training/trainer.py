@@ -54,6 +54,7 @@ class PretrainingConfig:
     init_checkpoint: str | None = None
     mixed_precision: str = "float32"
     jit_compile: bool = False
+    recompute_activations: bool = False  # tf.recompute_grad per Transformer block
     peak_flops: float | None = None
     seed: int = 12345
     deterministic: bool = False  # enable_op_determinism: bitwise-repeatable runs on one machine
@@ -351,7 +352,7 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
         tf.config.experimental.enable_op_determinism()
     keras.utils.set_random_seed(config.seed)
     model, optimizer, global_step = build_for_training(
-        lambda: BertPretrainer(model_config), optimizer_config, config.mixed_precision, strategy)
+        lambda: BertPretrainer(model_config, config.recompute_activations), optimizer_config, config.mixed_precision, strategy)
 
     context = tf.distribute.InputContext(num_workers, worker, num_workers)
     train_dataset = train_dataset_fn(config.train_batch_size, context)

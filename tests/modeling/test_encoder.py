@@ -54,7 +54,7 @@ def test_get_config_round_trip(tiny_config):
     model = BertEncoder(tiny_config)
     clone = BertEncoder.from_config(model.get_config())
     assert model.get_config() == clone.get_config()
-    assert set(model.get_config()) == {"config", "name", "trainable"}
+    assert set(model.get_config()) == {"config", "recompute_activations", "name", "trainable"}
     assert set(model.get_config()["config"]) == set(tiny_config.to_dict())
     clone.set_weights(model.get_weights())
     features = encoder_features(random_batch(tiny_config))
@@ -146,3 +146,51 @@ def test_gelu_value_and_written_out_gradient_match_autodiff():
     np.testing.assert_allclose(ours, reference, atol=1e-6)
     np.testing.assert_allclose(tape.gradient(ours, x), tape.gradient(reference, x), atol=1e-6)
     assert gelu(tf.cast(x, tf.bfloat16)).dtype == tf.bfloat16
+
+
+@pytest.mark.parametrize("policy, rtol", [("float32", 1e-4), ("mixed_bfloat16", 0.05)])
+def test_training_kernels_compute_what_the_inference_ops_compute(tiny_config, policy, rtol):
+    # With no dropout, a training call (XLA-fused softmax, add + LayerNorm and GELU)
+    # and an inference call (plain ops) are the same function: values and gradients.
+    config = tiny_config.replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    features = encoder_features(random_batch(config, batch=3, seq=11))
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        model = BertEncoder(config)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    results = []
+    for training in (False, True):
+        with tf.GradientTape() as tape:
+            out = tf.cast(model(features, training=training)["sequence_output"], tf.float32)
+            loss = tf.reduce_sum(out * tf.sin(tf.range(32, dtype=tf.float32)))
+        results.append((out.numpy(), tape.gradient(loss, model.trainable_variables)))
+    (plain, plain_grads), (fused, fused_grads) = results
+    np.testing.assert_allclose(fused, plain, rtol=rtol, atol=rtol)
+    for variable, a, b in zip(model.trainable_variables, plain_grads, fused_grads):
+        if a is None or b is None:  # the pooler does not reach sequence_output
+            assert a is None and b is None and "pooler" in variable.path
+            continue
+        a, b = tf.convert_to_tensor(a).numpy(), tf.convert_to_tensor(b).numpy()
+        # The key bias's gradient is 0 in exact arithmetic (a shift shared by all keys):
+        # only rounding noise, hence the absolute floor.
+        assert np.linalg.norm(a - b) <= rtol * np.linalg.norm(a) + rtol * 2e-3, variable.path
+
+
+def test_dropout_kernels_drop_at_the_rate_and_rescale():
+    from bert_tf.modeling.layers import _dropout_add_norm, _softmax_dropout
+
+    rng = np.random.default_rng(0)
+    scores = tf.constant(rng.normal(size=(4, 2, 64, 64)), tf.float32)
+    uniform = tf.constant(rng.random((4, 2, 64, 64)), tf.float32)
+    probs = _softmax_dropout(scores, tf.zeros([4, 1, 1, 64]), uniform, 0.25).numpy()
+    expected = tf.nn.softmax(scores).numpy() / 0.75 * (uniform.numpy() >= 0.25)
+    np.testing.assert_allclose(probs, expected, rtol=1e-6, atol=1e-7)
+    assert abs((probs == 0).mean() - 0.25) < 0.01
+    x, y = (tf.constant(rng.normal(size=(8, 16)), tf.float32) for _ in range(2))
+    u = tf.constant(rng.random((8, 16)), tf.float32)
+    gamma, beta = tf.constant(rng.normal(size=16), tf.float32), tf.constant(rng.normal(size=16), tf.float32)
+    h = x.numpy() + y.numpy() / 0.9 * (u.numpy() >= 0.1)
+    normed = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-12)
+    np.testing.assert_allclose(_dropout_add_norm(x, y, u, gamma, beta, 0.1, 1e-12),
+                               normed * gamma.numpy() + beta.numpy(), rtol=1e-5, atol=1e-5)

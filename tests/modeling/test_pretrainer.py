@@ -107,3 +107,48 @@ def test_mixed_precision_losses_stay_float32(tiny_config, policy):
     for key in ("loss", "mlm_loss", "nsp_loss"):
         assert loss[key].dtype == tf.float32
         assert abs(float(loss[key]) - float(expected[key])) < 0.02
+
+
+def _seed_states(model: BertPretrainer) -> list[np.ndarray]:
+    return [g.state.numpy() for layer in model._flatten_layers()
+            for g in getattr(layer, "_seed_generators", ())]
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_recomputed_activations_give_the_same_gradients(graph):
+    # Dropout on, so equal gradients also mean the recomputed forward dropped the same units.
+    config = get_preset("tiny_uncased").replace(vocab_size=99, hidden_dropout_prob=0.3,
+                                                attention_probs_dropout_prob=0.3)
+    batch = random_batch(config, batch=4, seq=16, predictions=3, seed=5)
+    results = []
+    for recompute in (False, True):
+        keras.utils.set_random_seed(7)
+        model = BertPretrainer(config, recompute_activations=recompute)
+
+        def loss_and_grads():
+            with tf.GradientTape() as tape:
+                out = model(pretrainer_features(batch), training=True)
+                loss = losses.pretraining_loss(batch, out)["loss"]
+            return loss, tape.gradient(loss, model.trainable_variables)
+
+        loss, grads = (tf.function(loss_and_grads) if graph else loss_and_grads)()
+        results.append((float(loss), [g.numpy() if not isinstance(g, tf.IndexedSlices)
+                                      else tf.convert_to_tensor(g).numpy() for g in grads],
+                        _seed_states(model)))
+    (loss_a, grads_a, seeds_a), (loss_b, grads_b, seeds_b) = results
+    eval_loss = losses.pretraining_loss(batch, model(pretrainer_features(batch)))["loss"]
+    assert abs(loss_a - float(eval_loss)) > 1e-3  # dropout was active
+    assert loss_a == loss_b
+    assert len(grads_a) == len(grads_b) == len(model.trainable_variables)
+    for a, b in zip(grads_a, grads_b):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    # Each dropout generator advanced as many times in both: one draw per dropout per step.
+    for a, b in zip(seeds_a, seeds_b):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_recompute_activations_round_trips_in_the_config(tiny_config):
+    model = BertPretrainer(tiny_config, recompute_activations=True)
+    restored = BertPretrainer.from_config(model.get_config())
+    assert restored.recompute_activations and restored.encoder.recompute_activations
+    assert all(block.recompute_activations for block in restored.encoder.transformer_layers)

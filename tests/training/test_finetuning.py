@@ -70,3 +70,51 @@ def test_span_labeler_outputs_and_round_trip(tiny_config, tmp_path):
     restored = checkpoints.load_task_model(tmp_path / "m")
     again = finetuning.predict(restored, features, 3, seq_outputs=("start_logits", "end_logits"))
     np.testing.assert_array_equal(again["start_logits"], out["start_logits"])
+
+
+def _mixed_length_features(config, n=96, seq=48, seed=3):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(3, seq + 1, n)
+    mask = (np.arange(seq)[None] < lengths[:, None]).astype(np.int32)
+    return {"input_word_ids": rng.integers(1, config.vocab_size, (n, seq)).astype(np.int32) * mask,
+            "input_mask": mask, "input_type_ids": np.zeros((n, seq), np.int32),
+            "label_ids": rng.integers(0, 2, n).astype(np.int32), "row": np.arange(n, dtype=np.int32)}
+
+
+def test_length_bucketing_batches_rows_of_one_bucket_and_resumes(tiny_config, tmp_path):
+    features = _mixed_length_features(tiny_config)
+    lengths = features["input_mask"].sum(axis=1)
+    context = tf.distribute.InputContext()
+    iterator = iter(finetuning.train_dataset(features, 8, seed=1, context=context, length_bucketing=True))
+    seen, widths = [], []
+    for _ in range(60):
+        batch = next(iterator)
+        rows = batch["row"].numpy()
+        buckets = (lengths[rows] + 7) // 8
+        assert len(set(buckets)) == 1, lengths[rows]
+        assert batch["input_word_ids"].shape == (8, min(48, 8 * buckets[0]))
+        np.testing.assert_array_equal(batch["input_mask"].numpy().sum(1), lengths[rows])
+        seen.extend(rows)
+        widths.append(batch["input_word_ids"].shape[1])
+    assert len(set(seen)) > 0.9 * len(lengths)  # ~5 epochs: all but a rare bucket's last rows
+    # Without bucketing, a batch is padded to its longest row: more padding on these lengths.
+    plain = iter(finetuning.train_dataset(features, 8, seed=1, context=context))
+    assert np.mean([next(plain)["input_word_ids"].shape[1] for _ in range(60)]) > 1.3 * np.mean(widths)
+    # The iterator (shuffle and bucket buffers) checkpoints and restores mid-epoch.
+    checkpoint = tf.train.Checkpoint(iterator=iterator)
+    path = checkpoint.write(str(tmp_path / "it"))
+    expected = [next(iterator)["row"].numpy() for _ in range(5)]
+    checkpoint.read(path).assert_consumed()
+    np.testing.assert_array_equal([next(iterator)["row"].numpy() for _ in range(5)], expected)
+
+
+def test_predict_batches_by_length_and_returns_rows_in_order(tiny_config):
+    model = BertSpanLabeler(tiny_config)
+    features = _mixed_length_features(tiny_config, n=13)
+    lengths = features["input_mask"].sum(axis=1)
+    out = finetuning.predict(model, features, 4, seq_outputs=("start_logits", "end_logits"))
+    assert out["start_logits"].shape == (13, 48)
+    for row in range(13):
+        one = {k: features[k][row:row + 1, :lengths[row]] for k in tasks.ENCODER_INPUTS}
+        np.testing.assert_allclose(out["start_logits"][row, :lengths[row]],
+                                   model(one)["start_logits"][0], atol=1e-5)

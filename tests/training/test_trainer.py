@@ -110,6 +110,16 @@ def test_two_replicas_match_one_device(no_dropout, init_dir, tmp_path):
     _assert_same_weights(_weights(tmp_path / "one"), _weights(tmp_path / "two"), atol=2e-6)
 
 
+def test_recomputed_activations_train_the_same_weights(tiny_config, tmp_path):
+    # Dropout stays on: the recomputed forward must draw the same masks.
+    assert tiny_config.hidden_dropout_prob > 0 and tiny_config.attention_probs_dropout_prob > 0
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    keep = _run(tiny_config, tmp_path, "keep", strategy, steps=3)
+    recompute = _run(tiny_config, tmp_path, "recompute", strategy, steps=3, recompute_activations=True)
+    assert recompute["train/loss"] == pytest.approx(keep["train/loss"], rel=1e-6)
+    _assert_same_weights(_weights(tmp_path / "keep"), _weights(tmp_path / "recompute"), atol=2e-6)
+
+
 def test_rejects_indivisible_batch(tiny_config, tmp_path):
     with pytest.raises(ValueError, match="train_batch_size 8 is not divisible by replicas \\(1\\) x gradient_accumulation_steps \\(3\\)"):
         _run(tiny_config, tmp_path, "bad", tf.distribute.OneDeviceStrategy("/cpu:0"),
