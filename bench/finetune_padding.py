@@ -45,6 +45,7 @@ from bert_tf.data import classification
 from bert_tf.data.tokenization import BertTokenizer
 from bert_tf.modeling.task_models import BertClassifier
 from bert_tf.training import finetuning, tasks
+from bert_tf.training.distribute import resolve_precision
 from bert_tf.training.optimization import OptimizerConfig
 from bert_tf.training.trainer import PRECISIONS, TrainStep, build_for_training
 
@@ -60,7 +61,8 @@ flags.DEFINE_integer("warmup_steps", 10, "Untimed steps per variant first (the f
 flags.DEFINE_integer("steps", 10, "Timed steps per variant per round.", lower_bound=1)
 flags.DEFINE_integer("rounds", 4, "Alternating timed rounds.", lower_bound=1)
 flags.DEFINE_bool("bucketing", True, "Also measure length-bucketed batches.")
-flags.DEFINE_enum("mixed_precision", "float32", list(PRECISIONS), "Training precision (driver default).")
+flags.DEFINE_enum("mixed_precision", "auto", list(PRECISIONS) + ["auto"],
+                  "Training precision; auto (the drivers' default) resolves as they do.")
 FLAGS = flags.FLAGS
 
 SEED = 12345
@@ -105,7 +107,7 @@ def _train_step(num_labels: int, steps_total: int) -> TrainStep:
                                        num_warmup_steps=steps_total // 10)
     model, optimizer, _ = build_for_training(
         lambda: BertClassifier(get_preset(FLAGS.preset), num_labels), optimizer_config,
-        FLAGS.mixed_precision, strategy)
+        resolve_precision(FLAGS.mixed_precision), strategy)
     return TrainStep(model, optimizer, strategy, tasks.ClassificationTask(),
                      train_batch_size=FLAGS.batch_size, eval_batch_size=FLAGS.batch_size,
                      clip_norm=optimizer_config.clip_norm)
@@ -157,7 +159,7 @@ def main(argv: list[str]) -> None:
     rate = {name: statistics.median(values) for name, values in speed.items()}
     figures: dict[str, float | int | str] = {
         "preset": FLAGS.preset, "max_seq_length": FLAGS.max_seq_length, "batch_size": FLAGS.batch_size,
-        "train_examples": len(tokens), "mixed_precision": FLAGS.mixed_precision,
+        "train_examples": len(tokens), "mixed_precision": resolve_precision(FLAGS.mixed_precision),
         "mean_tokens": float(tokens.mean()),
         **{f"p{q}_tokens": float(np.percentile(tokens, q)) for q in (50, 90, 99)},
         "max_tokens": int(tokens.max()),
