@@ -19,14 +19,13 @@ import os
 import resource
 import subprocess
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags
 
 import bench_util
-from pretrain_throughput import ours, random_batch  # also defines --preset, --seq, --batch, ...
+from pretrain_throughput import ours, random_batch, sequences_per_second  # also defines --preset, --seq, --batch, ...
 
 flags.DEFINE_bool("child_recompute", None, "Internal: run one setting in this process and print JSON.")
 FLAGS = flags.FLAGS
@@ -58,11 +57,7 @@ def _child(recompute: bool) -> dict[str, float]:
     if gpu:
         tf.config.experimental.reset_memory_stats("GPU:0")
     float(step())  # trace and first step
-    start = time.perf_counter()
-    for _ in range(FLAGS.steps):
-        out = step()
-    float(out)
-    speed = FLAGS.steps * FLAGS.batch / (time.perf_counter() - start)
+    speed = sequences_per_second(step, FLAGS.steps, FLAGS.batch)
     peak = (tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20 if gpu
             else _rss_mib() - built)
     return {"seq_per_s": speed, "peak_mib": peak}

@@ -24,7 +24,7 @@ from absl import app, flags
 import bench_util
 from bert_tf.configs import get_preset
 from bert_tf.training import metrics
-from pretrain_throughput import ours, random_batch
+from pretrain_throughput import ours, random_batch, sequences_per_second
 
 # (preset, seq, batch, predictions): the BERT paper's 20 predictions at 128 and 80 at 512.
 RUNS = [("base_uncased", 128, 256, 20), ("base_uncased", 512, 64, 80),
@@ -51,11 +51,7 @@ def _run(preset: str, seq: int, size: int, predictions: int, steps: int,
                 recompute)
     for _ in range(3):
         float(step())
-    start = time.perf_counter()
-    for _ in range(steps):
-        out = step()
-    float(out)
-    speed = steps * size / (time.perf_counter() - start)
+    speed = sequences_per_second(step, steps, size)
     return speed, tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**30
 
 

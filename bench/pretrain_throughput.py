@@ -123,12 +123,13 @@ def keras_hub_model(config, precision: str, jit: bool, batch: dict):
     return lambda: model.train_function(iterator)["loss"]
 
 
-def _time(step) -> float:
+def sequences_per_second(step, steps: int, batch: int) -> float:
+    """Sequences/second of `steps` calls of a (warmed-up) step on batches of `batch`."""
     start = time.perf_counter()
-    for _ in range(FLAGS.steps):
+    for _ in range(steps):
         out = step()
     float(out)  # waits for the last step
-    return FLAGS.steps * FLAGS.batch / (time.perf_counter() - start)
+    return steps * batch / (time.perf_counter() - start)
 
 
 def main(argv: list[str]) -> None:
@@ -150,7 +151,7 @@ def main(argv: list[str]) -> None:
     seconds = 0.2 if FLAGS.quick else 1.0
     for _ in range(FLAGS.rounds):
         for key, step in runs.items():
-            speed[key].append(_time(step))
+            speed[key].append(sequences_per_second(step, FLAGS.steps, FLAGS.batch))
         # The matmul peak is measured in every round too; the best round is the peak.
         peaks["float32"].append(metrics.measure_matmul_peak(tf.float32, seconds=seconds))
         peaks["mixed_bfloat16"].append(metrics.measure_matmul_peak(tf.bfloat16, seconds=seconds))

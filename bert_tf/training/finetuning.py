@@ -63,7 +63,7 @@ def _seq_keys(features: Features) -> tuple[str, ...]:
     return tuple(k for k, v in features.items() if v.ndim == 2 and v.shape[1] == length)
 
 
-BUCKET_WIDTH = 8  # trim_padding rounds a batch's length up to a multiple of this
+BUCKET_WIDTH = 8  # batches are cut to a multiple of this; length buckets are this wide
 
 
 def train_dataset(features: Features, batch_size: int, seed: int,
@@ -90,7 +90,8 @@ def train_dataset(features: Features, batch_size: int, seed: int,
             window_size=per_replica)
     else:
         ds = ds.batch(per_replica, drop_remainder=True)
-    ds = ds.map(lambda rows: trim_padding({k: tf.gather(v, rows) for k, v in tensors.items()}, seq_keys),
+    ds = ds.map(lambda rows: trim_padding({k: tf.gather(v, rows) for k, v in tensors.items()}, seq_keys,
+                                          BUCKET_WIDTH),
                 num_parallel_calls=tf.data.AUTOTUNE)
     return ds.prefetch(tf.data.AUTOTUNE)
 
