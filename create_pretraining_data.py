@@ -36,7 +36,8 @@ def main(argv: list[str]) -> None:
             do_whole_word_mask=FLAGS.do_whole_word_mask, word_boundaries=FLAGS.word_boundaries,
             static_masking=FLAGS.static_masking, num_shards=FLAGS.num_shards,
             shard_index=FLAGS.shard_index, min_tokens=FLAGS.min_tokens,
-            max_tokens=FLAGS.max_tokens, max_position_embeddings=max_position_embeddings)
+            max_tokens=FLAGS.max_tokens, original_rng=FLAGS.original_rng,
+            balanced_nsp=FLAGS.balanced_nsp, max_position_embeddings=max_position_embeddings)
         stats = create_pretraining_data(options)
     except (FileNotFoundError, ValueError) as e:
         bert_flags.exit_with_error(e)

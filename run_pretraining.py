@@ -42,6 +42,7 @@ def main(argv: list[str]) -> None:
             do_lower_case=FLAGS.do_lower_case, dynamic_masking=FLAGS.dynamic_masking,
             masked_lm_prob=FLAGS.masked_lm_prob, dupe_factor=FLAGS.dupe_factor,
             do_whole_word_mask=FLAGS.do_whole_word_mask, word_boundaries=FLAGS.word_boundaries,
+            original_rng=FLAGS.original_rng, balanced_nsp=FLAGS.balanced_nsp,
             seed=FLAGS.random_seed, skip_corrupt_records=FLAGS.skip_corrupt_records)
         optimizer = OptimizerConfig(
             optimizer=FLAGS.optimizer, learning_rate=FLAGS.learning_rate,

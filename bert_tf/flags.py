@@ -40,7 +40,7 @@ def define_model_input_flags() -> None:
 
 
 def define_masked_lm_flags() -> None:
-    """How masked-LM targets are chosen: create_pretraining_data.py and run_pretraining.py."""
+    """How pairs and masked-LM targets are drawn: create_pretraining_data.py and run_pretraining.py."""
     define_model_input_flags()
     if "max_predictions_per_seq" in FLAGS:
         return
@@ -52,6 +52,17 @@ def define_masked_lm_flags() -> None:
     flags.DEFINE_enum("word_boundaries", "wordpiece", WORD_BOUNDARIES,
                       "Where words start for whole-word masking: wordpiece (## pieces, "
                       "English), jieba (Chinese segmenter) or whitespace (pre-segmented text).")
+    flags.DEFINE_boolean("original_rng", False,
+                         "Draw every random choice as google-research/bert's "
+                         "create_pretraining_data.py does (one random.Random, masking each "
+                         "example as it is made), so the same input, vocab, flags and seed "
+                         "write its examples in its order. The default follows the same rules "
+                         "but draws the masks with a vectorised, seeded masker.")
+    flags.DEFINE_boolean("balanced_nsp", False,
+                         "Not the original: a one-sentence chunk that draws a true next "
+                         "borrows a neighbouring sentence (or is cut in two) instead of always "
+                         "getting a random B, so NSP pairs are 50% random rather than the "
+                         "original's 56-76% (measured on the embedded corpora).")
     flags.register_multi_flags_validator(
         ["max_predictions_per_seq", "max_seq_length"],
         lambda f: f["max_predictions_per_seq"] <= f["max_seq_length"],

@@ -4,6 +4,9 @@ The recipe of google-research/bert `create_pretraining_data.py`, vectorised
 over a batch and driven by stateless random ops, so that a seed fixes the
 result whatever the parallelism of the `tf.data` pipeline around it. Both the
 static TFRecord writer and dynamic (per-epoch) masking call `MaskedLmMasker`.
+`mask_like_original` is the same recipe one instance at a time, drawing from a
+`random.Random` exactly as the original script does (`--original_rng`), so its
+records can be reproduced example for example.
 
 Why not tensorflow-text's `RandomItemSelector` / `MaskValuesChooser`: both draw
 from the stateful global generator (`tf.random.shuffle`, `tf.random.uniform`),
@@ -16,6 +19,7 @@ Dimensions: B batch size, S sequence length, P max_predictions_per_seq.
 
 from __future__ import annotations
 
+import random
 from typing import Sequence
 
 import tensorflow as tf
@@ -25,15 +29,16 @@ class MaskedLmMasker:
     """Chooses and replaces the masked-LM targets of a batch of packed sequences.
 
     For each sequence, `num_to_predict = min(P, max(1, round(n * masked_lm_prob)))`
-    where n counts the maskable tokens (all but `unmaskable_ids`: [CLS], [SEP],
-    padding). Words are taken in random order while they fit in
+    where n counts the sequence's tokens, [CLS] and [SEP] included (all but
+    `pad_id`), as the original's `len(tokens)` does; only tokens other than
+    `unmaskable_ids` ([CLS], [SEP], padding) are chosen. Words are taken in random order while they fit in
     `num_to_predict`; a word is one token, or with whole-word masking a run of
     tokens starting where `word_starts` is true. Each chosen token becomes
     `[MASK]` with probability `mask_token_rate`, a uniformly random vocab id
     with probability `random_token_rate`, and stays unchanged otherwise.
     """
 
-    def __init__(self, *, vocab_size: int, mask_id: int, unmaskable_ids: Sequence[int],
+    def __init__(self, *, vocab_size: int, mask_id: int, pad_id: int, unmaskable_ids: Sequence[int],
                  max_predictions_per_seq: int, masked_lm_prob: float = 0.15,
                  mask_token_rate: float = 0.8, random_token_rate: float = 0.1) -> None:
         if not 0.0 < masked_lm_prob < 1.0:
@@ -44,6 +49,7 @@ class MaskedLmMasker:
             raise ValueError("mask_token_rate and random_token_rate must be >= 0 and sum to <= 1")
         self.vocab_size = vocab_size
         self.mask_id = mask_id
+        self.pad_id = pad_id
         self.unmaskable_ids = tuple(unmaskable_ids)
         self.max_predictions_per_seq = max_predictions_per_seq
         self.masked_lm_prob = masked_lm_prob
@@ -76,8 +82,9 @@ class MaskedLmMasker:
         maskable = tf.reduce_all(ids[:, :, None] != tf.constant(self.unmaskable_ids, tf.int32),
                                  axis=-1)  # [B, S]
         num_maskable = tf.reduce_sum(tf.cast(maskable, tf.int32), axis=1)  # [B]
+        num_tokens = tf.reduce_sum(tf.cast(ids != self.pad_id, tf.int32), axis=1)  # [B]
         # tf.round, like Python's round, rounds halves to even.
-        num_to_predict = tf.cast(tf.round(tf.cast(num_maskable, tf.float32) * self.masked_lm_prob),
+        num_to_predict = tf.cast(tf.round(tf.cast(num_tokens, tf.float32) * self.masked_lm_prob),
                                  tf.int32)
         num_to_predict = tf.minimum(self.max_predictions_per_seq, tf.maximum(1, num_to_predict))
         num_to_predict = tf.where(num_maskable > 0, num_to_predict, 0)  # [B]
@@ -160,3 +167,59 @@ class MaskedLmMasker:
         sorted_taken = tf.transpose(sorted_taken)  # [B, W]
         word_taken = tf.gather(sorted_taken, tf.argsort(order, axis=1), batch_dims=1)  # [B, W]
         return maskable & tf.gather(word_taken, word_index, batch_dims=1)
+
+
+def mask_like_original(tokens: Sequence[int], maskable: Sequence[bool], word_starts: Sequence[bool],
+                       rng: random.Random, *, vocab_size: int, mask_id: int,
+                       max_predictions_per_seq: int, masked_lm_prob: float = 0.15,
+                       whole_word_mask: bool = False) -> tuple[list[int], list[int], list[int]]:
+    """Masks one packed sequence with the original script's draws, in its order.
+
+    The draws are those of `create_masked_lm_predictions` in google-research/bert's
+    `create_pretraining_data.py`: one shuffle of the candidate words, then for
+    each chosen token a draw for [MASK] (80%), a second one for keep or random
+    (10% each) and, for a random token, a uniform vocab id. A candidate word is
+    a maskable token or, with whole-word masking, a run of them that continues
+    while `word_starts` is false; as in the original, [CLS] and [SEP] are
+    skipped without ending a word.
+
+    Args:
+      tokens: ids of [CLS] A [SEP] B [SEP], unpadded.
+      maskable: per token, whether it may be chosen (false on [CLS] and [SEP]).
+      word_starts: per token, whether it starts a word.
+      rng: the writer's one random source.
+      vocab_size: random replacements are drawn from [0, vocab_size).
+      mask_id: id of [MASK].
+      max_predictions_per_seq: most targets.
+      masked_lm_prob: fraction of `len(tokens)` to choose.
+      whole_word_mask: choose whole words.
+
+    Returns:
+      (masked tokens, target positions ascending, original ids at them).
+    """
+    words: list[list[int]] = []
+    for index, can_mask in enumerate(maskable):
+        if not can_mask:
+            continue
+        if whole_word_mask and words and not word_starts[index]:
+            words[-1].append(index)
+        else:
+            words.append([index])
+    rng.shuffle(words)
+    num_to_predict = min(max_predictions_per_seq, max(1, round(len(tokens) * masked_lm_prob)))
+    output = list(tokens)
+    chosen: list[int] = []
+    for word in words:
+        if len(chosen) >= num_to_predict:
+            break
+        # Words are disjoint, so the original's covered-index check never fires.
+        if len(chosen) + len(word) > num_to_predict:
+            continue
+        for index in word:
+            if rng.random() < 0.8:
+                output[index] = mask_id
+            elif rng.random() >= 0.5:  # the original keeps the token when < 0.5
+                output[index] = rng.randint(0, vocab_size - 1)
+            chosen.append(index)
+    chosen.sort()
+    return output, chosen, [tokens[index] for index in chosen]

@@ -5,8 +5,9 @@ between documents; or one paragraph a line, split into sentences). Each
 document yields sequences filled up to a target length from consecutive
 sentences (shorter targets with `short_seq_prob`), split at a random
 sentence boundary into segments A and B; B is the true
-continuation (next_sentence_label 0) or, half the time, a run of sentences
-from another document (label 1), the unused sentences being put back.
+continuation (next_sentence_label 0) or, half the time and always for a
+one-sentence chunk, a run of sentences from another document (label 1), the
+unused sentences being put back.
 
 Tokens carry a word-start flag so that whole-word masking knows word
 boundaries: from `##` word pieces for English, or from a Chinese word
@@ -19,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import random
-from typing import Iterator, Protocol, Sequence
+from typing import Callable, Iterator, Protocol, Sequence
 
 import tensorflow as tf
 
@@ -61,13 +62,20 @@ Document = list[Sentence]
 
 @dataclasses.dataclass
 class Instance:
-    """One unmasked, unpacked sentence pair."""
+    """One unpacked sentence pair.
+
+    Unmasked, unless the writer masked it as it was drawn (`--original_rng`):
+    then A and B hold the replacements, and the targets are set, as positions
+    in the packed [CLS] A [SEP] B [SEP] and the original ids there.
+    """
 
     tokens_a: list[int]
     tokens_b: list[int]
     word_starts_a: list[bool]
     word_starts_b: list[bool]
     is_random_next: bool
+    masked_lm_positions: list[int] | None = None
+    masked_lm_ids: list[int] | None = None
 
 
 @dataclasses.dataclass
@@ -233,8 +241,12 @@ def filter_documents(documents: Sequence[Document], *, min_tokens: int = 0,
 
 
 def create_instances(documents: Sequence[Document], *, max_seq_length: int, short_seq_prob: float,
-                     dupe_factor: int, rng: random.Random) -> list[Instance]:
+                     dupe_factor: int, rng: random.Random, balanced_nsp: bool = False,
+                     each: Callable[[Instance], Instance] | None = None) -> list[Instance]:
     """All instances of `dupe_factor` passes over the documents, shuffled.
+
+    As in the original: the documents are shuffled once, then each pass makes
+    the instances of every document in turn, and the whole list is shuffled.
 
     Args:
       documents: tokenized documents.
@@ -245,31 +257,41 @@ def create_instances(documents: Sequence[Document], *, max_seq_length: int, shor
         also sees short sequences.
       dupe_factor: passes over the corpus, each with different choices.
       rng: the one random source, for reproducible output.
+      balanced_nsp: see `instances_from_document`.
+      each: applied to every instance as soon as it is made, before the next
+        one is drawn (the original masks there, with the same `rng`).
     """
+    documents = list(documents)
+    rng.shuffle(documents)
     instances = []
     for _ in range(dupe_factor):
         for index in range(len(documents)):
-            instances.extend(instances_from_document(
-                documents, index, max_seq_length=max_seq_length,
-                short_seq_prob=short_seq_prob, rng=rng))
+            for instance in instances_from_document(
+                    documents, index, max_seq_length=max_seq_length,
+                    short_seq_prob=short_seq_prob, rng=rng, balanced_nsp=balanced_nsp):
+                instances.append(each(instance) if each else instance)
     rng.shuffle(instances)
     return instances
 
 
 def instances_from_document(documents: Sequence[Document], index: int, *, max_seq_length: int,
-                            short_seq_prob: float, rng: random.Random) -> Iterator[Instance]:
-    """Yields the instances of `documents[index]`, as the original recipe does.
+                            short_seq_prob: float, rng: random.Random,
+                            balanced_nsp: bool = False) -> Iterator[Instance]:
+    """Yields the instances of `documents[index]`, drawing as the original does.
 
-    One change: the original makes B random whenever the chunk holds a single
-    sentence, which over-represents random pairs (53-56% measured here), most
-    of all in documents drawn a short target length, where every chunk is one
-    sentence, and in corpora of short documents (half the paragraphs of
-    People's Daily are one sentence: 67% random there). Here the coin is
-    tossed first, and a one-sentence chunk that draws a true next is paired
-    with the document's next sentence (at the end of the document, its
-    previous one); in a one-sentence document the sentence is split at a
-    random word boundary into A and B (the paper's "sentences" are spans of
-    contiguous text). Only a one-word document still forces a random B.
+    Consecutive sentences fill a chunk up to the target length; A is its first
+    `a_end` sentences (`a_end` drawn first), and B is the rest or, when the
+    chunk holds one sentence or a coin says so, sentences from a random point
+    of another document (the chunk's unused sentences go back for later).
+
+    The original's one-sentence rule makes B random more often than half the
+    time: 56-57% on corpora of long documents, 64% on tweets 5 a document, 66%
+    on People's Daily at length 64 and 73% on the tweets one a document.
+    `balanced_nsp` tosses the coin first instead, and a one-sentence chunk that
+    draws a true next takes the document's next sentence (at the end of the
+    document, its previous one); a one-sentence document is cut at a random
+    word start into A and B. Only a one-word document still forces a random B,
+    so the random share is 50%.
     """
     document = documents[index]
     max_num_tokens = max_seq_length - 3
@@ -284,17 +306,21 @@ def instances_from_document(documents: Sequence[Document], index: int, *, max_se
         chunk.append(document[i])
         chunk_length += len(document[i])
         if i == len(document) - 1 or chunk_length >= target_length:
-            is_random_next = rng.random() < 0.5
-            if not is_random_next and len(chunk) == 1:
-                if i + 1 < len(document):
-                    i += 1
-                    chunk.append(document[i])
-                elif i > 0:
-                    chunk.insert(0, document[i - 1])
-                else:
-                    chunk = _split_at_a_word(chunk[0], rng)
-                    is_random_next = len(chunk) == 1
-            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+            if balanced_nsp:
+                is_random_next = rng.random() < 0.5
+                if not is_random_next and len(chunk) == 1:
+                    if i + 1 < len(document):
+                        i += 1
+                        chunk.append(document[i])
+                    elif i > 0:
+                        chunk.insert(0, document[i - 1])
+                    else:
+                        chunk = _split_at_a_word(chunk[0], rng)
+                        is_random_next = len(chunk) == 1
+                a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+            else:
+                a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+                is_random_next = len(chunk) == 1 or rng.random() < 0.5
             a = _concat(chunk[:a_end])
             if is_random_next:
                 b = _random_continuation(documents, index, target_length - len(a.ids), rng)

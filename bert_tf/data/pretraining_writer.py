@@ -4,6 +4,13 @@ Reads and tokenizes the corpus, builds `dupe_factor` passes of instances with
 the original recipe, packs and (unless masking is left to the input pipeline)
 masks them, and writes tf.train.Example records with the original feature
 names. One `random.Random` drives every choice, so a seed gives the same bytes.
+
+By default the masks are drawn in batches by the vectorised `MaskedLmMasker`
+(seeded from that `random.Random`): the original's rules, not its random
+stream. With `original_rng` each instance is masked as it is drawn, from the
+same `random.Random` and in the order google-research/bert's script draws,
+so the same corpus, vocab, flags and seed give the original's examples in the
+original's order.
 """
 
 from __future__ import annotations
@@ -12,14 +19,14 @@ import dataclasses
 import itertools
 import os
 import random
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from bert_tf.data import pretraining, pretraining_dataset, pretraining_records
-from bert_tf.data.masking import MaskedLmMasker
+from bert_tf.data.masking import MaskedLmMasker, mask_like_original
 
 _WRITE_BATCH = 256
 
@@ -50,6 +57,8 @@ class PretrainingDataOptions:
     shard_index: int = 0
     min_tokens: int = 0
     max_tokens: int = 0
+    original_rng: bool = False
+    balanced_nsp: bool = False
     max_position_embeddings: int | None = None
 
     def __post_init__(self) -> None:
@@ -83,6 +92,9 @@ class PretrainingDataOptions:
             raise ValueError("--min_tokens and --max_tokens must not be negative")
         if self.max_tokens and self.min_tokens > self.max_tokens:
             raise ValueError(f"--min_tokens={self.min_tokens} exceeds --max_tokens={self.max_tokens}")
+        if self.original_rng and not self.static_masking:
+            raise ValueError("--original_rng masks as it draws: it needs static masking "
+                             "(--static_masking / no --dynamic_masking)")
 
     @property
     def shard_output_file(self) -> str:
@@ -144,12 +156,15 @@ def create_pretraining_data(options: PretrainingDataOptions,
                          + (" after --min_tokens/--max_tokens" if corpus.dropped_short
                             or corpus.dropped_long else ""))
 
-    rng = random.Random(f"{options.random_seed}/{options.shard_index}")
+    # An integer seed, as the original's `random.Random(FLAGS.random_seed)`.
+    rng = random.Random(options.random_seed if options.num_shards == 1
+                        else f"{options.random_seed}/{options.shard_index}")
     instances = pretraining.create_instances(
         documents, max_seq_length=options.max_seq_length, short_seq_prob=options.short_seq_prob,
-        dupe_factor=options.dupe_factor, rng=rng)
+        dupe_factor=options.dupe_factor, rng=rng, balanced_nsp=options.balanced_nsp,
+        each=_masker_like_original(options, tokenizer, rng) if options.original_rng else None)
     masker = MaskedLmMasker(
-        vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_id,
+        vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_id, pad_id=tokenizer.pad_id,
         unmaskable_ids=(tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id),
         max_predictions_per_seq=options.max_predictions_per_seq,
         masked_lm_prob=options.masked_lm_prob)
@@ -158,13 +173,16 @@ def create_pretraining_data(options: PretrainingDataOptions,
     try:
         with tf.io.TFRecordWriter(tmp) as writer:
             for start in range(0, len(instances), _WRITE_BATCH):
-                batch = _pack_instances(instances[start:start + _WRITE_BATCH], options, tokenizer)
-                if options.static_masking:
+                chunk = instances[start:start + _WRITE_BATCH]
+                batch = _pack_instances(chunk, options, tokenizer)
+                if options.original_rng:
+                    batch = _with_targets(batch, chunk, options.max_predictions_per_seq)
+                elif options.static_masking:
                     seed = tf.constant([rng.getrandbits(63), rng.getrandbits(63)], tf.int64)
                     batch = pretraining_dataset.mask_batch(batch, seed, masker,
                                                            options.do_whole_word_mask)
                 for record in pretraining_records.serialize_batch(
-                        {name: value.numpy() for name, value in batch.items()}):
+                        {name: np.asarray(value) for name, value in batch.items()}):
                     writer.write(record)
         os.replace(tmp, output)
     finally:
@@ -191,3 +209,35 @@ def _pack_instances(instances: Sequence[pretraining.Instance], options: Pretrain
         max_seq_length=options.max_seq_length, special=special)
     batch["next_sentence_labels"] = tf.constant([int(i.is_random_next) for i in instances], tf.int32)
     return batch
+
+
+def _masker_like_original(options: PretrainingDataOptions, special: pretraining.Tokenizer,
+                          rng: random.Random) -> Callable[[pretraining.Instance], pretraining.Instance]:
+    """Masks an instance as it is drawn, with `mask_like_original` and the writer's `rng`."""
+    def mask(instance: pretraining.Instance) -> pretraining.Instance:
+        a, b = instance.tokens_a, instance.tokens_b
+        tokens = [special.cls_id, *a, special.sep_id, *b, special.sep_id]
+        maskable = [False, *[True] * len(a), False, *[True] * len(b), False]
+        word_starts = [True, *instance.word_starts_a, True, *instance.word_starts_b, True]
+        masked, positions, ids = mask_like_original(
+            tokens, maskable, word_starts, rng, vocab_size=special.vocab_size,
+            mask_id=special.mask_id, max_predictions_per_seq=options.max_predictions_per_seq,
+            masked_lm_prob=options.masked_lm_prob, whole_word_mask=options.do_whole_word_mask)
+        return dataclasses.replace(instance, tokens_a=masked[1:1 + len(a)],
+                                   tokens_b=masked[2 + len(a):-1],
+                                   masked_lm_positions=positions, masked_lm_ids=ids)
+    return mask
+
+
+def _with_targets(batch: dict[str, tf.Tensor], instances: Sequence[pretraining.Instance],
+                  max_predictions_per_seq: int) -> dict[str, tf.Tensor]:
+    """A packed batch of instances masked as drawn, with their targets padded to P."""
+    positions = np.zeros([len(instances), max_predictions_per_seq], np.int32)
+    ids = np.zeros_like(positions)
+    for row, instance in enumerate(instances):
+        count = len(instance.masked_lm_positions)
+        positions[row, :count] = instance.masked_lm_positions
+        ids[row, :count] = instance.masked_lm_ids
+    batch = {name: value for name, value in batch.items() if name != "word_starts"}
+    return {**batch, "masked_lm_positions": positions, "masked_lm_ids": ids,
+            "masked_lm_weights": (positions > 0).astype(np.float32)}

@@ -56,6 +56,8 @@ class DataConfig:
     short_seq_prob: float = 0.1
     do_whole_word_mask: bool = False
     word_boundaries: str = "wordpiece"
+    original_rng: bool = False
+    balanced_nsp: bool = False
     skip_corrupt_records: bool = False
     eval_documents: int = 200
     seed: int = 12345
@@ -108,7 +110,8 @@ def prepare_text_data(data: DataConfig, directory: str, max_seq_length: int,
                 max_predictions_per_seq=max_predictions_per_seq, masked_lm_prob=data.masked_lm_prob,
                 dupe_factor=dupe, random_seed=data.seed, short_seq_prob=data.short_seq_prob,
                 do_whole_word_mask=data.do_whole_word_mask, word_boundaries=data.word_boundaries,
-                static_masking=static), tokenizer)
+                static_masking=static, original_rng=data.original_rng,
+                balanced_nsp=data.balanced_nsp), tokenizer)
             logging.info("%s: %d examples", output, stats.examples)
         outputs.append([output])
     return vocab_file, outputs[0], outputs[1]
@@ -146,7 +149,7 @@ def run(data: DataConfig, model_preset: str | None, bert_config_file: str | None
     masker = None
     if data.dynamic_masking:
         masker = MaskedLmMasker(vocab_size=len(vocab), mask_id=special["[MASK]"],
-                                unmaskable_ids=(special["[CLS]"], special["[SEP]"], special["[PAD]"]),
+                                pad_id=special["[PAD]"], unmaskable_ids=(special["[CLS]"], special["[SEP]"], special["[PAD]"]),
                                 max_predictions_per_seq=predictions, masked_lm_prob=data.masked_lm_prob)
 
     def train_dataset_fn(batch_size, context):

@@ -12,7 +12,7 @@ S, P = 64, 10
 
 def _masker(**kwargs):
     kwargs.setdefault("max_predictions_per_seq", P)
-    return MaskedLmMasker(vocab_size=VOCAB, mask_id=MASK, unmaskable_ids=(CLS, SEP, PAD), **kwargs)
+    return MaskedLmMasker(vocab_size=VOCAB, mask_id=MASK, pad_id=PAD, unmaskable_ids=(CLS, SEP, PAD), **kwargs)
 
 
 def _batch(batch_size=256, seed=0):
@@ -37,8 +37,9 @@ def test_count_per_row_is_the_recipe_and_targets_are_originals():
     out = _masker()(tf.constant(ids), tf.constant([1, 2], tf.int64))
     masked = out["input_word_ids"].numpy()
     for r, positions in enumerate(_targets(ids, out)):
-        maskable = int(np.sum(~np.isin(ids[r], [CLS, SEP, PAD])))
-        assert len(positions) == min(P, max(1, round(maskable * 0.15)))
+        # As the original's len(tokens): [CLS] and [SEP] count, padding does not.
+        num_tokens = int(np.sum(ids[r] != PAD))
+        assert len(positions) == min(P, max(1, round(num_tokens * 0.15)))
         assert list(positions) == sorted(set(positions))
         assert not np.isin(ids[r, positions], [CLS, SEP, PAD]).any()
         n = len(positions)
@@ -91,11 +92,11 @@ def test_whole_words_are_masked_entirely_and_fit_the_count():
         assert -1 not in chosen
         for w in chosen:
             assert set(np.nonzero(word == w)[0]) <= set(positions), f"row {r}: word {w} partly masked"
-        num_to_predict = min(P, max(1, round(int(maskable[r].sum()) * 0.15)))
+        num_to_predict = min(P, max(1, round(int((ids[r] != PAD).sum()) * 0.15)))
         assert len(positions) <= num_to_predict
         total_targets += len(positions)
     # Greedy filling leaves rows short only when no remaining word fits.
-    num_to_predict = np.minimum(P, np.maximum(1, np.round(maskable.sum(1) * 0.15)))
+    num_to_predict = np.minimum(P, np.maximum(1, np.round((ids != PAD).sum(1) * 0.15)))
     assert total_targets > 0.95 * num_to_predict.sum()
 
 
