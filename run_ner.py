@@ -44,7 +44,8 @@ def main(argv: list[str]) -> None:
             max_seq_length=FLAGS.max_seq_length, do_lower_case=FLAGS.do_lower_case,
             vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
             use_crf=FLAGS.use_crf,
-            optimizer=optimizer, config=config, strategy=strategy)
+            optimizer=optimizer, config=config, strategy=strategy,
+            allow_case_mismatch=FLAGS.allow_case_mismatch)
     except (OSError, ValueError, FloatingPointError, CheckpointMismatchError) as e:
         bert_flags.exit_with_error(e)
     print(json.dumps({k: v for k, v in report.items() if k != "train"}, indent=2, sort_keys=True,

@@ -39,7 +39,8 @@ def main(argv: list[str]) -> None:
             eval_input_files=tuple(FLAGS.eval_input_file or ()),
             input_text_files=tuple(FLAGS.input_text_file or ()), text_corpus=FLAGS.text_corpus,
             vocab_file=FLAGS.vocab_file, vocab_size=FLAGS.vocab_size,
-            do_lower_case=FLAGS.do_lower_case, dynamic_masking=FLAGS.dynamic_masking,
+            do_lower_case=FLAGS.do_lower_case, allow_case_mismatch=FLAGS.allow_case_mismatch,
+            dynamic_masking=FLAGS.dynamic_masking,
             masked_lm_prob=FLAGS.masked_lm_prob, dupe_factor=FLAGS.dupe_factor,
             do_whole_word_mask=FLAGS.do_whole_word_mask, word_boundaries=FLAGS.word_boundaries,
             original_rng=FLAGS.original_rng, balanced_nsp=FLAGS.balanced_nsp,
@@ -48,7 +49,7 @@ def main(argv: list[str]) -> None:
             optimizer=FLAGS.optimizer, learning_rate=FLAGS.learning_rate,
             num_train_steps=FLAGS.num_train_steps, num_warmup_steps=FLAGS.num_warmup_steps,
             end_learning_rate=FLAGS.end_learning_rate, weight_decay=FLAGS.weight_decay,
-            clip_norm=FLAGS.clip_norm or None)
+            adam_bias_correction=FLAGS.adam_bias_correction, clip_norm=FLAGS.clip_norm or None)
         training = PretrainingConfig(
             output_dir=FLAGS.output_dir, train_batch_size=FLAGS.train_batch_size,
             eval_batch_size=FLAGS.eval_batch_size, max_seq_length=FLAGS.max_seq_length,

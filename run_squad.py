@@ -15,6 +15,8 @@ from absl import app, flags
 from bert_tf import flags as bert_flags
 
 bert_flags.define_finetuning_flags()
+# The original run_squad.py's window: a question and a 384-piece context window.
+flags.FLAGS.set_default("max_seq_length", 384)
 flags.DEFINE_string("train_file", None, "SQuAD JSON for training.")
 flags.DEFINE_string("predict_file", None, "SQuAD JSON to predict (and score, with its answers).")
 flags.DEFINE_boolean("version_2_with_negative", False, "SQuAD 2.0: questions may have no answer.")
@@ -48,7 +50,8 @@ def main(argv: list[str]) -> None:
             do_train=FLAGS.do_train, do_predict=FLAGS.do_predict or FLAGS.do_eval,
             max_seq_length=FLAGS.max_seq_length, do_lower_case=FLAGS.do_lower_case,
             vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
-            optimizer=optimizer, config=config, strategy=strategy)
+            optimizer=optimizer, config=config, strategy=strategy,
+            allow_case_mismatch=FLAGS.allow_case_mismatch)
     except (OSError, ValueError, FloatingPointError, CheckpointMismatchError) as e:
         bert_flags.exit_with_error(e)
     print(json.dumps({k: v for k, v in report.items() if k != "train"}, indent=2, sort_keys=True))

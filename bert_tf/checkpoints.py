@@ -10,8 +10,10 @@ Three formats hold the same weights under different names:
 
 The Keras variable paths of this package are the TF1 scopes themselves (see
 `bert_tf.modeling.layers`), so the tables below list, for every variable, its
-TF1 name, its Hugging Face name and how the array is laid out there. Loading is
-strict: the first missing, unused or mis-shaped variable raises
+TF1 name, its Hugging Face name and how the array is laid out there. Fine-tuned
+task models keep the original's head names too where it has the head
+(`task_head_table`: run_classifier.py's `output_weights`, run_squad.py's
+`cls/squad/...`). Loading is strict: the first missing, unused or mis-shaped variable raises
 `CheckpointMismatchError` naming it.
 """
 
@@ -21,6 +23,7 @@ import dataclasses
 import glob
 import json
 import os
+import re
 import shutil
 from typing import Callable
 
@@ -40,6 +43,7 @@ TASK_NAME = "task.json"
 HF_CONFIG_NAME = "config.json"
 HF_WEIGHTS_NAME = "model.safetensors"
 HF_INDEX_NAME = "model.safetensors.index.json"
+HF_TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
 
 # Checkpoint entries that hold no model weight of their own: optimizer slots and
 # step counters in TF1 checkpoints; buffers and tied copies in HF files.
@@ -277,6 +281,87 @@ def _open(files: ModelFiles, config: BertConfig) -> _Source:
     return _hf_source(files.weights, config) if files.format == "hf" else _tf1_source(files.weights)
 
 
+# --------------------------------------------------------------------------- casing
+
+# Directory names of google-research/bert's released checkpoints, whose
+# bert_config.json does not record the casing: the families of the original's
+# `validate_case_matches_checkpoint`, at any size (the 24 small BERTs,
+# whole-word-masking models).
+_GOOGLE_NAME = re.compile(r"^(?P<family>(wwm_)?uncased|(wwm_)?cased|multilingual|multi_cased|chinese)"
+                          r"_L-\d+_H-\d+_A-\d+$")
+_GOOGLE_FAMILY_LOWER = {"uncased": True, "wwm_uncased": True, "multilingual": True, "chinese": True,
+                        "cased": False, "wwm_cased": False, "multi_cased": False}
+
+
+class CaseMismatchError(ValueError):
+    """--do_lower_case contradicts the casing the checkpoint was pretrained with."""
+
+
+def casing_from_name(name: str) -> bool | None:
+    """do_lower_case of a google-research/bert checkpoint from its directory name.
+
+    "uncased_L-12_H-768_A-12", "multilingual_L-12_H-768_A-12" and
+    "chinese_L-12_H-768_A-12" are lower-cased; "cased_L-12_H-768_A-12" and
+    "multi_cased_L-12_H-768_A-12" are not. None for any other name.
+    """
+    match = _GOOGLE_NAME.match(os.path.basename(os.path.normpath(name)))
+    return _GOOGLE_FAMILY_LOWER[match.group("family").replace("wwm_", "")] if match else None
+
+
+def recorded_casing(path: str | os.PathLike) -> tuple[bool, str] | None:
+    """The casing a checkpoint says it was trained with, and where it says so.
+
+    In order: the `do_lower_case` key of its bert_config.json (this project
+    writes it), of a Hugging Face tokenizer_config.json, then the name of a
+    google-research/bert checkpoint directory. None when nothing records it.
+    """
+    files = locate(path)
+    directory = os.path.dirname(files.config_file)
+    candidates = [files.config_file] if files.format == "tf1" else \
+        [os.path.join(directory, HF_TOKENIZER_CONFIG_NAME)]
+    for candidate in candidates:
+        if not os.path.exists(candidate):
+            continue
+        with open(candidate, encoding="utf-8") as f:
+            values = json.load(f)
+        if isinstance(values, dict) and isinstance(values.get("do_lower_case"), bool):
+            return values["do_lower_case"], f"{candidate} (do_lower_case={values['do_lower_case']})"
+    lower = casing_from_name(directory)
+    if lower is None:
+        return None
+    return lower, f"the google-research/bert name {os.path.basename(os.path.normpath(directory))}"
+
+
+def resolve_lower_case(do_lower_case: bool | None, init_checkpoint: str | os.PathLike | None, *,
+                       default: bool = True, allow_mismatch: bool = False) -> bool:
+    """The casing to tokenize with, checked against the checkpoint's.
+
+    The original refuses a `--do_lower_case` that contradicts the checkpoint's
+    name; here the checkpoint's recorded casing (see `recorded_casing`) is
+    checked the same way, and also fills in an unset `do_lower_case`.
+
+    Args:
+        do_lower_case: the flag; None takes the checkpoint's casing, else `default`.
+        init_checkpoint: the model the run starts from (None: nothing to check).
+        default: the casing when neither the flag nor the checkpoint says.
+        allow_mismatch: use `do_lower_case` even when it contradicts the checkpoint.
+
+    Raises:
+        CaseMismatchError: `do_lower_case` contradicts the checkpoint and
+            `allow_mismatch` is false.
+    """
+    recorded = recorded_casing(init_checkpoint) if init_checkpoint else None
+    if do_lower_case is None:
+        return recorded[0] if recorded else default
+    if recorded and recorded[0] != do_lower_case and not allow_mismatch:
+        lower, where = recorded
+        raise CaseMismatchError(
+            f"--do_lower_case={do_lower_case} but {init_checkpoint} is a "
+            f"{'lower-cased' if lower else 'cased'} model according to {where}; pass "
+            f"--do_lower_case={lower}, or --allow_case_mismatch to use this casing anyway")
+    return do_lower_case
+
+
 # --------------------------------------------------------------------------- loading
 
 
@@ -371,8 +456,19 @@ def load_pretrainer(path: str | os.PathLike, input_format: str | None = None) ->
     return _load(path, BertPretrainer, input_format)
 
 
-def load_task_model(path: str | os.PathLike) -> keras.Model:
-    """Loads a fine-tuned model directory (with task.json) into its task model.
+def load_task_model(path: str | os.PathLike, task_info: dict | None = None) -> keras.Model:
+    """Loads a fine-tuned model into its task model.
+
+    `path` is a model directory with task.json, or, with `task_info` given, a
+    checkpoint that has none: e.g. the output of google-research/bert's
+    run_classifier.py or run_squad.py (its `output_weights` / `output_bias`
+    and `cls/squad/...` load as they are), with bert_config.json (and
+    vocab.txt) copied beside it. `bert_tf.tools.convert_checkpoint --task=...`
+    turns such a checkpoint into a model directory.
+
+    Args:
+        path: model directory or TF1 checkpoint prefix.
+        task_info: the task.json contents, when the directory has none.
 
     Returns:
         The model, with `.config`, `.vocab_file` and `.task_info` (the task.json dict).
@@ -380,12 +476,16 @@ def load_task_model(path: str | os.PathLike) -> keras.Model:
     from bert_tf.modeling.task_models import build_task_model
 
     files = locate(path, "tf1")
-    task_file = os.path.join(os.path.dirname(files.config_file), TASK_NAME)
-    if not os.path.exists(task_file):
-        raise FileNotFoundError(f"{task_file}: not found; {path} is not a fine-tuned model directory")
-    with open(task_file, encoding="utf-8") as f:
-        task_info = json.load(f)
-    model = build_task_model(BertConfig.from_json_file(files.config_file), task_info)
+    if task_info is None:
+        task_file = os.path.join(os.path.dirname(files.config_file), TASK_NAME)
+        if not os.path.exists(task_file):
+            raise FileNotFoundError(f"{task_file}: not found; {path} is not a fine-tuned model directory")
+        with open(task_file, encoding="utf-8") as f:
+            task_info = json.load(f)
+    config = BertConfig.from_json_file(files.config_file)
+    if isinstance(task_info.get("do_lower_case"), bool):  # the casing the task was trained with
+        config = config.replace(do_lower_case=task_info["do_lower_case"])
+    model = build_task_model(config, task_info)
     assign_from_source(model, _table_for(model), _open(files, model.config))
     model.vocab_file, model.task_info = files.vocab_file, task_info
     return model
@@ -401,16 +501,38 @@ def has_pretraining_heads(path: str | os.PathLike, input_format: str | None = No
 # --------------------------------------------------------------------------- saving
 
 
+def task_head_table(model: keras.Model) -> list[Entry]:
+    """The task head variables that google-research/bert names too.
+
+    Its run_classifier.py keeps `output_weights` `[num_labels, H]` and
+    `output_bias` at the top level; its run_squad.py keeps them under
+    `cls/squad/` with 2 outputs. Only the pooled classification head and the
+    SQuAD head have such a counterpart (Hugging Face: BertForSequenceClassification's
+    `classifier`, BertForQuestionAnswering's `qa_outputs`, both `[out, in]` too).
+    """
+    from bert_tf.modeling.task_models import BertClassifier, BertSpanLabeler
+
+    if isinstance(model, BertClassifier) and model.head.head == "pooled":
+        layer, tf1, hf = model.head.dense, "", "classifier."
+    elif isinstance(model, BertSpanLabeler):
+        layer, tf1, hf = model.span, "cls/squad/", "qa_outputs."
+    else:
+        return []
+    return [Entry(layer.output_weights.path, f"{tf1}output_weights", f"{hf}weight"),
+            Entry(layer.output_bias.path, f"{tf1}output_bias", f"{hf}bias")]
+
+
 def _table_for(model: keras.Model) -> list[Entry]:
-    """Every variable of a BERT model: original names for the encoder (and the
-    pretraining heads); a task model's own head variables keep their Keras path."""
+    """Every variable of a BERT model: original names for the encoder, the
+    pretraining heads and the task heads the original has (`task_head_table`);
+    any other task head variable (conv heads, tagger, CRF) keeps its Keras path."""
     if isinstance(model, BertPretrainer):
         return pretrainer_table(model.config)
     if isinstance(model, BertEncoder):
         return encoder_table(model.config)
     if not isinstance(getattr(model, "encoder", None), BertEncoder):
         raise TypeError(f"expected a BERT model with an encoder, got {type(model).__name__}")
-    table = encoder_table(model.config)
+    table = encoder_table(model.config) + task_head_table(model)
     known = {e.path for e in table}
     return table + [Entry(v.path, v.path, v.path) for v in model.weights if v.path not in known]
 

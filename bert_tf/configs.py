@@ -122,7 +122,9 @@ _SIZES = {
     "base": (12, 768),
     "large": (24, 1024),
 }
-_VOCABS = {"uncased": (ENGLISH_UNCASED_VOCAB_SIZE, True), "chinese": (CHINESE_VOCAB_SIZE, False)}
+# Google's Chinese BERT (chinese_L-12_H-768_A-12) is uncased too: lower-casing
+# leaves CJK characters alone and folds the Latin letters mixed into Chinese text.
+_VOCABS = {"uncased": (ENGLISH_UNCASED_VOCAB_SIZE, True), "chinese": (CHINESE_VOCAB_SIZE, True)}
 
 
 def _preset(layers: int, hidden: int, vocab: str) -> BertConfig:

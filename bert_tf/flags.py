@@ -106,6 +106,15 @@ def define_pretraining_data_flags() -> None:
         message="--shard_index must be less than --num_shards")
 
 
+def define_case_mismatch_flag() -> None:
+    """--allow_case_mismatch: run although --do_lower_case contradicts --init_checkpoint."""
+    _define_once("allow_case_mismatch", lambda: flags.DEFINE_boolean(
+        "allow_case_mismatch", False,
+        "Use --do_lower_case even when it contradicts the casing --init_checkpoint records "
+        "(its bert_config.json, or a google-research/bert name such as uncased_L-12_H-768_A-12); "
+        "without it such a run stops, as the original's validate_case_matches_checkpoint."))
+
+
 def exit_with_error(message: object) -> NoReturn:
     """Ends a driver: one line `<driver>: error: <message>` on stderr, exit code 2."""
     text = " ".join(str(message).split())
@@ -119,6 +128,16 @@ def parse_flags_or_exit(argv: Sequence[str]) -> list[str]:
         return FLAGS(argv)
     except flags.Error as e:
         exit_with_error(e)
+
+
+def define_adam_bias_correction_flag() -> None:
+    """--adam_bias_correction, shared by run_pretraining.py and the fine-tuning drivers."""
+    _define_once("adam_bias_correction", lambda: flags.DEFINE_boolean(
+        "adam_bias_correction", False,
+        "Divide Adam's moving averages by 1 - beta^step (--optimizer=adamw or adam; LAMB always "
+        "does). Default false, as google-research/bert's AdamWeightDecayOptimizer, which "
+        "pretrained and fine-tuned BERT without it (its early steps are then larger: up to 6.6x "
+        "at step 12, 1.3x at step 1000, which the warmup tempers)."))
 
 
 def define_pretraining_flags() -> None:
@@ -145,6 +164,7 @@ def define_pretraining_flags() -> None:
     flags.DEFINE_string("init_checkpoint", None,
                         "Model directory, TF1 checkpoint or Hugging Face directory to start "
                         "from (weights only; a checkpoint in --output_dir takes precedence).")
+    define_case_mismatch_flag()
     flags.DEFINE_integer("dupe_factor", 5, "Passes over a text corpus when writing records.",
                          lower_bound=1)
     flags.DEFINE_boolean("dynamic_masking", False,
@@ -165,6 +185,7 @@ def define_pretraining_flags() -> None:
     flags.DEFINE_enum("optimizer", "adamw", OPTIMIZERS, "adamw as in BERT, or lamb.")
     flags.DEFINE_float("weight_decay", 0.01, "Decoupled weight decay (not on LayerNorm or bias).",
                        lower_bound=0.0)
+    define_adam_bias_correction_flag()
     flags.DEFINE_float("clip_norm", 1.0, "Clip gradients by this global norm (0: off).",
                        lower_bound=0.0)
     flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per optimizer step.",
@@ -254,6 +275,7 @@ def define_finetuning_flags() -> None:
                         "package:NAME/PATH inside an installed package). Without: a fine-tuned "
                         "model directory to evaluate or predict with.")
     flags.DEFINE_string("output_dir", None, "Checkpoints, summaries, the best model and results JSON.")
+    define_case_mismatch_flag()
     flags.DEFINE_boolean("do_train", False, "Fine-tune.")
     flags.DEFINE_boolean("do_eval", False, "Evaluate on the dev split(s); writes eval_results.json.")
     flags.DEFINE_boolean("do_predict", False, "Predict the test split(s).")
@@ -267,6 +289,7 @@ def define_finetuning_flags() -> None:
     _define_once("optimizer", lambda: flags.DEFINE_enum("optimizer", "adamw", OPTIMIZERS, "Optimizer."))
     _define_once("weight_decay", lambda: flags.DEFINE_float(
         "weight_decay", 0.01, "Decoupled weight decay (not on LayerNorm or bias).", lower_bound=0.0))
+    define_adam_bias_correction_flag()
     _define_once("gradient_accumulation_steps", lambda: flags.DEFINE_integer(
         "gradient_accumulation_steps", 1, "Micro-batches per optimizer step.", lower_bound=1))
     _define_once("distribution_strategy", lambda: flags.DEFINE_enum(
@@ -309,7 +332,9 @@ def finetuning_options():
     from bert_tf.training.optimization import OptimizerConfig
 
     optimizer = OptimizerConfig(optimizer=FLAGS.optimizer, learning_rate=FLAGS.learning_rate,
-                                weight_decay=FLAGS.weight_decay, num_train_steps=0, num_warmup_steps=0)
+                                weight_decay=FLAGS.weight_decay,
+                                adam_bias_correction=FLAGS.adam_bias_correction,
+                                num_train_steps=0, num_warmup_steps=0)
     config = FinetuningConfig(
         output_dir=FLAGS.output_dir, train_batch_size=FLAGS.train_batch_size,
         eval_batch_size=FLAGS.eval_batch_size, num_train_epochs=FLAGS.num_train_epochs,

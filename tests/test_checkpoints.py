@@ -243,3 +243,149 @@ def test_convert_cli_reports_bad_input_in_one_line(tmp_path):
     assert own_stderr_lines(result.stderr) == [f"convert_checkpoint: error: {tmp_path / 'absent.ckpt'}: no TF checkpoint "
                       f"({tmp_path / 'absent.ckpt'}.index) or Hugging Face model found"]
     assert not (tmp_path / "out").exists()
+
+
+# Task heads under google-research/bert's names.
+
+def _original_finetuned_dir(directory, config, hf_model, heads: dict[str, np.ndarray]) -> str:
+    """A folder as the original run_classifier.py / run_squad.py leave it (model.ckpt-N with
+    Adam slots and global_step), plus the pretrained model's bert_config.json and vocab.txt."""
+    arrays = {name: value for name, value in _tf1_arrays(hf_model).items() if not name.startswith("cls/")}
+    arrays.update(heads)
+    os.makedirs(directory, exist_ok=True)
+    with tf.Graph().as_default():
+        variables = [tf.compat.v1.get_variable(name, initializer=value) for name, value in arrays.items()]
+        slots = [tf.compat.v1.get_variable(f"{name}/adam_m", initializer=np.zeros_like(value))
+                 for name, value in heads.items()]
+        step = tf.compat.v1.train.get_or_create_global_step()
+        saver = tf.compat.v1.train.Saver(variables + slots + [step])
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            saver.save(session, os.path.join(directory, "model.ckpt"), global_step=7, write_meta_graph=False)
+    values = config.to_dict()
+    del values["do_lower_case"]  # Google's bert_config.json files do not record it
+    (directory / "bert_config.json").write_text(json.dumps(values))
+    (directory / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    return str(directory)
+
+
+def _restore_as_the_original(prefix, shapes: dict[str, list[int]]) -> dict[str, np.ndarray]:
+    """Restores `shapes` (TF1 name -> shape) the way google-research/bert's graph would."""
+    with tf.Graph().as_default():
+        variables = {name: tf.compat.v1.get_variable(name, shape=shape) for name, shape in shapes.items()}
+        with tf.compat.v1.Session() as session:
+            tf.compat.v1.train.Saver(variables).restore(session, prefix)
+            return session.run(variables)
+
+
+def _hf_encoder_outputs(hf_model, batch):
+    with torch.no_grad():
+        out = hf_model.bert(input_ids=torch.tensor(batch["input_word_ids"], dtype=torch.long),
+                            attention_mask=torch.tensor(batch["input_mask"], dtype=torch.long),
+                            token_type_ids=torch.tensor(batch["input_type_ids"], dtype=torch.long))
+    return out.last_hidden_state.numpy(), out.pooler_output.numpy()
+
+
+@pytest.mark.parametrize("task", ["classification", "squad"])
+def test_original_task_heads_load_and_are_written_back(tiny_config, hf_model, tmp_path, task):
+    from bert_tf.tools.convert_checkpoint import convert, original_task_info
+
+    rng = np.random.default_rng(0)
+    scope, outputs = ("", 3) if task == "classification" else ("cls/squad/", 2)
+    heads = {f"{scope}output_weights": rng.normal(size=(outputs, 32)).astype(np.float32),
+             f"{scope}output_bias": rng.normal(size=(outputs,)).astype(np.float32)}
+    original = _original_finetuned_dir(tmp_path / "original_output", tiny_config, hf_model, heads)
+    info = original_task_info(task, original, labels=["a", "b", "c"], max_seq_length=16)
+    model = checkpoints.load_task_model(original, info)
+
+    # The original's logits: its head on the encoder outputs (Hugging Face's run of the same weights).
+    batch = random_batch(tiny_config)
+    sequence, pooled = _hf_encoder_outputs(hf_model, batch)
+    out = model(encoder_features(batch))
+    if task == "classification":
+        # run_classifier.py create_model: tf.matmul(output_layer, output_weights, transpose_b=True) + bias.
+        np.testing.assert_allclose(out["logits"], pooled @ heads["output_weights"].T + heads["output_bias"],
+                                   atol=1e-5)
+    else:
+        # run_squad.py create_model: [B*S, H] x [2, H]^T + bias, split into start and end.
+        logits = sequence @ heads["cls/squad/output_weights"].T + heads["cls/squad/output_bias"]
+        keep = batch["input_mask"].astype(bool)
+        np.testing.assert_allclose(out["start_logits"].numpy()[keep], logits[..., 0][keep], atol=1e-5)
+        np.testing.assert_allclose(out["end_logits"].numpy()[keep], logits[..., 1][keep], atol=1e-5)
+
+    # Written back: exactly the original graph's names and shapes, readable by its Saver.
+    converted = convert(original, "tf1", str(tmp_path / "converted"), task_info=info)
+    prefix = os.path.join(converted, "bert_model.ckpt")
+    written = dict(tf.train.list_variables(prefix))
+    expected = {name: list(value.shape) for name, value in _tf1_arrays(hf_model).items()
+                if not name.startswith("cls/")}
+    expected.update({name: list(value.shape) for name, value in heads.items()})
+    assert written == expected
+    restored = _restore_as_the_original(prefix, expected)
+    for name, value in heads.items():
+        np.testing.assert_array_equal(restored[name], value)
+    reloaded = checkpoints.load_task_model(converted)
+    assert reloaded.task_info == info and reloaded.config.do_lower_case is True
+    for key, value in out.items():
+        np.testing.assert_array_equal(reloaded(encoder_features(batch))[key], value)
+
+
+def test_heads_without_an_original_keep_their_keras_names(tiny_config, tmp_path):
+    from bert_tf.modeling.task_models import build_task_model
+
+    info = {"task": "classification", "labels": ["x", "y"], "head": "conv", "max_seq_length": 16}
+    directory = checkpoints.save_model_dir(build_task_model(tiny_config, info), tmp_path / "conv",
+                                           task_info=info)
+    names = dict(tf.train.list_variables(os.path.join(directory, "bert_model.ckpt")))
+    assert names["classifier/output/output_weights"] == [2, 3 * 128]
+    assert names["classifier/conv_2/kernel"] == [2, 32, 128]
+    assert "output_weights" not in names
+    checkpoints.load_task_model(directory)
+
+
+# Casing: google-research/bert's validate_case_matches_checkpoint.
+
+@pytest.mark.parametrize("name, lower", [
+    ("uncased_L-12_H-768_A-12", True), ("uncased_L-24_H-1024_A-16", True), ("uncased_L-2_H-128_A-2", True),
+    ("wwm_uncased_L-24_H-1024_A-16", True), ("multilingual_L-12_H-768_A-12", True),
+    ("chinese_L-12_H-768_A-12", True), ("cased_L-12_H-768_A-12", False), ("cased_L-24_H-1024_A-16", False),
+    ("wwm_cased_L-24_H-1024_A-16", False), ("multi_cased_L-12_H-768_A-12", False),
+    ("/models/cased_L-12_H-768_A-12/", False), ("my_uncased_model", None), ("uncased", None),
+    ("cased_L-12_H-768", None)])
+def test_casing_from_google_checkpoint_names(name, lower):
+    assert checkpoints.casing_from_name(name) is lower
+
+
+def test_case_mismatch_is_refused_unless_allowed(tiny_config, hf_model, tmp_path):
+    google = _write_tf1(tmp_path / "cased_L-2_H-32_A-4", tiny_config, _tf1_arrays(hf_model))
+    values = json.loads((tmp_path / "cased_L-2_H-32_A-4" / "bert_config.json").read_text())
+    del values["do_lower_case"]
+    (tmp_path / "cased_L-2_H-32_A-4" / "bert_config.json").write_text(json.dumps(values))
+    ours = _write_tf1(tmp_path / "ours", tiny_config.replace(do_lower_case=False), _tf1_arrays(hf_model))
+    unnamed = _write_tf1(tmp_path / "unnamed", tiny_config, _tf1_arrays(hf_model))
+    os.remove(tmp_path / "unnamed" / "bert_config.json")
+    (tmp_path / "unnamed" / "bert_config.json").write_text(json.dumps(values))
+    for path in (google, str(tmp_path / "cased_L-2_H-32_A-4"), str(tmp_path / "ours")):
+        assert checkpoints.resolve_lower_case(None, path) is False  # unset: the checkpoint's casing
+        assert checkpoints.resolve_lower_case(False, path) is False
+        with pytest.raises(checkpoints.CaseMismatchError) as error:
+            checkpoints.resolve_lower_case(True, path)
+        assert "\n" not in str(error.value) and "--do_lower_case=True" in str(error.value)
+        assert checkpoints.resolve_lower_case(True, path, allow_mismatch=True) is True
+    with pytest.raises(checkpoints.CaseMismatchError, match="cased_L-2_H-32_A-4"):
+        checkpoints.resolve_lower_case(True, google)
+    with pytest.raises(checkpoints.CaseMismatchError, match=r"ours/bert_config.json \(do_lower_case=False\)"):
+        checkpoints.resolve_lower_case(True, str(tmp_path / "ours"))
+    # Nothing recorded: any casing goes; unset takes the default.
+    assert checkpoints.recorded_casing(unnamed) is None
+    assert checkpoints.resolve_lower_case(True, unnamed) is True
+    assert checkpoints.resolve_lower_case(None, unnamed, default=False) is False
+    assert checkpoints.resolve_lower_case(False, None) is False
+
+
+def test_hugging_face_casing_comes_from_its_tokenizer_config(hf_dir, minilm_dir):
+    assert checkpoints.recorded_casing(hf_dir) is None
+    lower, where = checkpoints.recorded_casing(minilm_dir)
+    assert lower is True and where.endswith("tokenizer_config.json (do_lower_case=True)")
+    with pytest.raises(checkpoints.CaseMismatchError):
+        checkpoints.resolve_lower_case(False, minilm_dir)

@@ -65,6 +65,8 @@ def test_presets_match_published_sizes():
             c = PRESETS[f"{size}_{vocab}"]
             assert (c.num_hidden_layers, c.hidden_size, c.vocab_size) == (layers, hidden, vocab_size)
             assert c.num_attention_heads == hidden // 64 and c.intermediate_size == 4 * hidden
+            # Both of Google's vocabularies are uncased, chinese_L-12_H-768_A-12 included.
+            assert c.do_lower_case is True
     assert get_preset("large_uncased").num_attention_heads == 16
     with pytest.raises(ValueError, match="unknown preset"):
         get_preset("huge")

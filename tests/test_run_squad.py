@@ -1,6 +1,7 @@
 """run_squad.py end to end on a tiny model with the SQuAD v1.1 / v2.0 fixtures."""
 
 import json
+import re
 
 import pytest
 
@@ -47,3 +48,13 @@ def test_answer_not_at_answer_start(pretrained, tmp_path):
     assert result.returncode == 2
     lines = own_stderr_lines(result.stderr)
     assert len(lines) == 1 and str(bad) in lines[0] and "q1" in lines[0], lines
+
+
+def test_help_shows_the_original_run_squad_defaults():
+    result = run_driver("run_squad.py", "--helpfull")  # absl's help exits with code 1
+    blocks = {m.group(1): m.group(2) for m in re.finditer(r"^  --(\w+):(.*?)(?=^  --|\Z)",
+                                                           result.stdout, re.M | re.S)}
+    defaults = {name: re.search(r"\(default: '([^']*)'\)", blocks[name]).group(1)
+                for name in ("max_seq_length", "doc_stride", "max_query_length")}
+    # google-research/bert run_squad.py: 384-piece windows, stride 128, questions cut to 64.
+    assert defaults == {"max_seq_length": "384", "doc_stride": "128", "max_query_length": "64"}

@@ -5,7 +5,10 @@ Classification heads (the seed's list), selected by name:
   conv           1-D convolutions over the sequence output, max over time (TextCNN)
   conv_avg_max   the same convolutions, then masked average and max pooling, concatenated
   concat_last_n  the [CLS] vectors of the last N layers, concatenated
-Every head ends in a dense layer to `num_classes` logits (1 for regression), in float32.
+Every head ends in `OutputLogits` to `num_classes` logits (1 for regression), in float32.
+The pooled head is the original's exactly, so its weights are saved under the
+original names (`output_weights`, `output_bias`; see bert_tf.checkpoints); the
+other heads have no original counterpart and keep their Keras paths.
 """
 
 from __future__ import annotations
@@ -17,6 +20,43 @@ from bert_tf.configs import BertConfig
 from bert_tf.modeling.layers import _config_from, initializer
 
 HEADS = ("pooled", "conv", "conv_avg_max", "concat_last_n")
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class OutputLogits(keras.layers.Layer):
+    """A dense layer to float32 logits, weights laid out as google-research/bert's task heads.
+
+    The original's run_classifier.py and run_squad.py hold `output_weights`
+    `[num_outputs, in]` (a Keras Dense kernel transposed) and `output_bias`
+    `[num_outputs]`; keeping that layout lets their checkpoints load as they are.
+
+    Args:
+        num_outputs: logits per input vector.
+        config: the encoder's BertConfig (its initializer_range).
+    """
+
+    def __init__(self, num_outputs: int, config: BertConfig | dict, **kwargs):
+        kwargs.setdefault("name", "output")
+        super().__init__(**kwargs)
+        self.num_outputs = num_outputs
+        self.config = _config_from(config)
+
+    def build(self, input_shape) -> None:
+        self.output_weights = self.add_weight(
+            name="output_weights", shape=(self.num_outputs, input_shape[-1]),
+            initializer=initializer(self.config))
+        # Added to float32 logits: kept float32 under mixed precision.
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.num_outputs,),
+                                           initializer="zeros", autocast=False)
+
+    def call(self, x: tf.Tensor) -> tf.Tensor:
+        """`[..., in]` -> float32 `[..., num_outputs]`."""
+        logits = tf.einsum("...I,OI->...O", x, tf.cast(self.output_weights, x.dtype))
+        return tf.cast(logits, tf.float32) + self.output_bias
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "num_outputs": self.num_outputs,
+                "config": self.config.to_dict()}
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -52,8 +92,7 @@ class ClassificationHead(keras.layers.Layer):
         self.convs = [keras.layers.Conv1D(conv_filters, k, padding="same", activation="relu",
                                           kernel_initializer=initializer(self.config), name=f"conv_{k}")
                       for k in self.conv_kernel_sizes] if head.startswith("conv") else []
-        self.dense = keras.layers.Dense(num_classes, kernel_initializer=initializer(self.config),
-                                        name="output")
+        self.dense = OutputLogits(num_classes, self.config, name="output")
 
     def call(self, encoder_outputs: dict, input_mask: tf.Tensor,
              training: bool | None = None) -> tf.Tensor:
@@ -74,8 +113,7 @@ class ClassificationHead(keras.layers.Layer):
             if self.head == "conv_avg_max":
                 average = tf.reduce_sum(conv, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
                 features = tf.concat([average, features], axis=-1)
-        logits = self.dense(self.dropout(features, training=training))
-        return tf.cast(logits, tf.float32)
+        return self.dense(self.dropout(features, training=training))
 
     def get_config(self) -> dict:
         return {**super().get_config(), "config": self.config.to_dict(),

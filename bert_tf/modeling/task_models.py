@@ -6,7 +6,7 @@ import keras
 
 from bert_tf.configs import BertConfig
 from bert_tf.modeling.encoder import BertEncoder, encoder_inputs
-from bert_tf.modeling.heads import ClassificationHead
+from bert_tf.modeling.heads import ClassificationHead, OutputLogits
 from bert_tf.modeling.layers import _config_from, initializer
 
 _REGISTER = keras.saving.register_keras_serializable(package="bert_tf")
@@ -103,10 +103,11 @@ class BertSpanLabeler(_TaskModel):
         kwargs.setdefault("name", "bert_span_labeler")
         # === Layers ===
         self.encoder = BertEncoder(config)
-        self.span = keras.layers.Dense(2, kernel_initializer=initializer(config), name="squad")
+        # The original's cls/squad head: output_weights [2, H], output_bias [2].
+        self.span = OutputLogits(2, config, name="squad")
         # === Functional model ===
         inputs = encoder_inputs()
-        logits = keras.ops.cast(self.span(self.encoder(inputs)["sequence_output"]), "float32")
+        logits = self.span(self.encoder(inputs)["sequence_output"])  # float32 [B, S, 2]
         outputs = {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         # === Config ===

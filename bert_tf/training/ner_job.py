@@ -58,8 +58,14 @@ def evaluate(model: BertTagger, data: ner.ConllFile, features: dict, tags: list[
 def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train: bool,
         do_eval: bool, do_predict: bool, max_seq_length: int, do_lower_case: bool | None,
         vocab_file: str | None, bert_config_file: str | None, use_crf: bool,
-        optimizer: OptimizerConfig, config: FinetuningConfig, strategy: tf.distribute.Strategy) -> dict:
-    """Trains, evaluates and predicts as asked; returns the figures written to JSON."""
+        optimizer: OptimizerConfig, config: FinetuningConfig, strategy: tf.distribute.Strategy,
+        allow_case_mismatch: bool = False) -> dict:
+    """Trains, evaluates and predicts as asked; returns the figures written to JSON.
+
+    Raises:
+        checkpoints.CaseMismatchError: `do_lower_case` contradicts the casing
+            `init_checkpoint` records and `allow_case_mismatch` is false.
+    """
     if not init_checkpoint:
         raise ValueError("--init_checkpoint is required")
     files = checkpoints.locate(init_checkpoint)
@@ -76,8 +82,10 @@ def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train
     if max_seq_length > model_config.max_position_embeddings:
         raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
                          f"{model_config.max_position_embeddings} of {init_checkpoint}")
-    tokenizer = BertTokenizer(vocab_file, lower_case=model_config.do_lower_case
-                              if do_lower_case is None else do_lower_case)
+    lower = checkpoints.resolve_lower_case(do_lower_case, init_checkpoint, default=model_config.do_lower_case,
+                                           allow_mismatch=allow_case_mismatch)
+    model_config = model_config.replace(do_lower_case=lower)  # the fine-tuned model records its casing
+    tokenizer = BertTokenizer(vocab_file, lower_case=lower)
     paths = {"train": data.train_file, "dev": data.dev_file, "test": data.test_file}
     if data.demo:
         paths = {k: str(v) for k, v in ner.people_daily_ner().items()}

@@ -17,7 +17,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import configs
+from bert_tf import checkpoints, configs
 from bert_tf.configs import BertConfig
 from bert_tf.data import corpora, pretraining, vocab_builder
 from bert_tf.data.masking import MaskedLmMasker
@@ -50,6 +50,7 @@ class DataConfig:
     vocab_file: str | None = None
     vocab_size: int = 8000
     do_lower_case: bool = True
+    allow_case_mismatch: bool = False
     dynamic_masking: bool = False
     masked_lm_prob: float = 0.15
     dupe_factor: int = 5
@@ -133,7 +134,15 @@ def resolve_model_config(bert_config_file: str | None, preset: str | None,
 def run(data: DataConfig, model_preset: str | None, bert_config_file: str | None,
         optimizer: OptimizerConfig, training: PretrainingConfig, strategy: tf.distribute.Strategy,
         hparams: dict | None = None) -> dict[str, float]:
-    """Prepares the data when given text, then pretrains. Returns the last metrics."""
+    """Prepares the data when given text, then pretrains. Returns the last metrics.
+
+    Raises:
+        checkpoints.CaseMismatchError: `data.do_lower_case` contradicts the
+            casing `training.init_checkpoint` records and
+            `data.allow_case_mismatch` is false.
+    """
+    checkpoints.resolve_lower_case(data.do_lower_case, training.init_checkpoint,
+                                   allow_mismatch=data.allow_case_mismatch)
     seq, predictions = training.max_seq_length, training.max_predictions_per_seq
     if data.input_files:
         vocab_file, train_files, eval_files = data.vocab_file, list(data.input_files), list(data.eval_input_files)

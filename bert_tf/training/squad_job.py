@@ -63,8 +63,14 @@ def _predict(model, tokenizer, squad_config: SquadConfig, max_seq_length: int, b
 def run(squad_config: SquadConfig, *, init_checkpoint: str | None, output_dir: str,
         do_train: bool, do_predict: bool, max_seq_length: int, do_lower_case: bool | None,
         vocab_file: str | None, bert_config_file: str | None, optimizer: OptimizerConfig,
-        config: FinetuningConfig, strategy: tf.distribute.Strategy) -> dict:
-    """Trains on train_file and/or predicts predict_file; returns the figures written to JSON."""
+        config: FinetuningConfig, strategy: tf.distribute.Strategy,
+        allow_case_mismatch: bool = False) -> dict:
+    """Trains on train_file and/or predicts predict_file; returns the figures written to JSON.
+
+    Raises:
+        checkpoints.CaseMismatchError: `do_lower_case` contradicts the casing
+            `init_checkpoint` records and `allow_case_mismatch` is false.
+    """
     if not init_checkpoint:
         raise ValueError("--init_checkpoint is required")
     files = checkpoints.locate(init_checkpoint)
@@ -80,8 +86,10 @@ def run(squad_config: SquadConfig, *, init_checkpoint: str | None, output_dir: s
         raise ValueError("--do_train needs --train_file")
     if do_predict and not squad_config.predict_file:
         raise ValueError("--do_predict needs --predict_file")
-    tokenizer = BertTokenizer(vocab_file, lower_case=model_config.do_lower_case
-                              if do_lower_case is None else do_lower_case)
+    lower = checkpoints.resolve_lower_case(do_lower_case, init_checkpoint, default=model_config.do_lower_case,
+                                           allow_mismatch=allow_case_mismatch)
+    model_config = model_config.replace(do_lower_case=lower)  # the fine-tuned model records its casing
+    tokenizer = BertTokenizer(vocab_file, lower_case=lower)
     report: dict = {}
     os.makedirs(output_dir, exist_ok=True)
     if do_train:

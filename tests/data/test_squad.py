@@ -1,15 +1,19 @@
 """SQuAD: reading, windowed features, decoding back to the original text, official metrics."""
 
 import dataclasses
+import importlib
 import itertools
 import json
 import os
 import string
+import sys
+import tempfile
+import types
 import unicodedata
 
 import numpy as np
 import pytest
-from transformers import BertTokenizerFast
+from absl import flags
 
 from bert_tf.data import squad, squad_metrics
 from bert_tf.data.tokenization import BertTokenizer
@@ -24,6 +28,73 @@ SHAPE = dict(max_seq_length=48, doc_stride=16, max_query_length=12)
 @pytest.fixture(scope="module")
 def tokenizer(minilm_dir):
     return BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), lower_case=True)
+
+
+@pytest.fixture(scope="module")
+def original():
+    """google-research/bert's run_squad.py (PyPI bert-tensorflow), imported for its data functions.
+
+    Its modeling.py imports tensorflow.contrib, gone from TF 2: an empty stand-in
+    serves the import alone (no model is built here). Its flags share names with
+    other modules' (vocab_file, max_seq_length, ...), so either side may redefine them.
+    """
+    sys.modules.setdefault("tensorflow.contrib", types.SimpleNamespace(layers=None))
+    for name in list(flags.FLAGS):
+        flags.FLAGS[name].allow_override = True
+    module = importlib.import_module("bert.run_squad")
+    for name in list(flags.FLAGS):
+        flags.FLAGS[name].allow_override = True
+    flags.FLAGS.mark_as_parsed()
+    return module
+
+
+def _original_features(original, minilm_dir, path, v2, is_training, **shape):
+    """The original's examples and features of a SQuAD file, with its FullTokenizer (uncased)."""
+    flags.FLAGS.version_2_with_negative = v2
+    if is_training:  # the original trains on exactly one answer a question; we take the first
+        dataset = _load(path)
+        for paragraph in (p for article in dataset["data"] for p in article["paragraphs"]):
+            for qa in paragraph["qas"]:
+                qa["answers"] = qa["answers"][:1]
+        path = os.path.join(tempfile.mkdtemp(), "first_answers.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(dataset, f)
+    examples = original.read_squad_examples(str(path), is_training=is_training)
+    tokenizer = original.tokenization.FullTokenizer(os.path.join(minilm_dir, "vocab.txt"), do_lower_case=True)
+    features = []
+    original.convert_examples_to_features(examples, tokenizer, is_training=is_training,
+                                          output_fn=features.append, **shape)
+    return examples, features
+
+
+def _assert_features_equal(arrays, features, expected, is_training):
+    """Our windows equal the original's: ids, mask, segments, max-context flags, answer positions."""
+    assert len(features) == len(expected)
+    for row, (ours, theirs) in enumerate(zip(features, expected)):
+        np.testing.assert_array_equal(arrays["input_word_ids"][row], theirs.input_ids)
+        np.testing.assert_array_equal(arrays["input_mask"][row], theirs.input_mask)
+        np.testing.assert_array_equal(arrays["input_type_ids"][row], theirs.segment_ids)
+        assert [theirs.token_is_max_context[ours.doc_offset + i] for i in range(ours.doc_length)] == \
+            list(ours.is_max_context)
+        assert sorted(theirs.token_is_max_context) == list(range(ours.doc_offset, ours.doc_offset + ours.doc_length))
+        if is_training:
+            assert (arrays["start_positions"][row], arrays["end_positions"][row]) == (
+                theirs.start_position, theirs.end_position)
+
+
+def _original_decoding(original, tmp_path, examples, features, start, end, *, v2, threshold=0.0,
+                       n_best_size=20, max_answer_length=30):
+    """The original's write_predictions on our logits: (predictions, nbest, null odds or None)."""
+    flags.FLAGS.version_2_with_negative = v2
+    flags.FLAGS.null_score_diff_threshold = threshold
+    flags.FLAGS.verbose_logging = False
+    results = [original.RawResult(unique_id=f.unique_id, start_logits=list(map(float, s)),
+                                  end_logits=list(map(float, e))) for f, s, e in zip(features, start, end)]
+    out = tmp_path / "original_predictions"
+    out.mkdir(exist_ok=True)
+    paths = [str(out / name) for name in ("predictions.json", "nbest.json", "null_odds.json")]
+    original.write_predictions(examples, features, results, n_best_size, max_answer_length, True, *paths)
+    return _load(paths[0]), _load(paths[1]), _load(paths[2]) if v2 else None
 
 
 def _load(path):
@@ -204,27 +275,16 @@ def test_windows_pack_cls_query_sep_context_sep(tokenizer):
     np.testing.assert_array_equal(doc.ids, tokenizer([context]).numpy()[0])
 
 
-def _reference_max_context(windows, piece):
-    """The original `_check_is_max_context`, restated with loops."""
-    best_score, best_window = None, None
-    for index, (start, length) in enumerate(windows):
-        end = start + length - 1
-        if piece < start or piece > end:
-            continue
-        score = min(piece - start, end - piece) + 0.01 * length
-        if best_score is None or score > best_score:
-            best_score, best_window = score, index
-    return best_window
-
-
-def test_long_context_is_split_with_stride_and_max_context(tokenizer, tmp_path):
+def test_long_context_is_split_with_stride_and_max_context(tokenizer, tmp_path, original, minilm_dir):
     with open(os.path.join(TESTDATA, "en_corpus.txt"), encoding="utf-8") as f:
         context = " ".join(f.read().split())
     path = _write_json(tmp_path, _one_paragraph(context, [("long", "Who returned from the market?",
                                                            "the farmer")]))
     examples, _ = squad.read_squad_examples(path, is_training=True)
-    arrays, features = squad.convert_examples_to_features(
-        examples, tokenizer, max_seq_length=64, doc_stride=20, max_query_length=8, is_training=True)
+    shape = dict(max_seq_length=64, doc_stride=20, max_query_length=8)
+    arrays, features = squad.convert_examples_to_features(examples, tokenizer, is_training=True, **shape)
+    _assert_features_equal(arrays, features, _original_features(original, minilm_dir, path, False, True,
+                                                                 **shape)[1], is_training=True)
     pieces = len(features[0].doc.ids)
     room = 64 - (features[0].doc_offset - 2) - 3
     assert pieces > 3 * room
@@ -235,9 +295,6 @@ def test_long_context_is_split_with_stride_and_max_context(tokenizer, tmp_path):
     assert windows[-1][0] + windows[-1][1] == pieces and windows[-2][0] + windows[-2][1] < pieces
     owner = np.full(pieces, -1)
     for w, feature in enumerate(features):
-        expected = [_reference_max_context(windows, feature.doc_start + i) == w
-                    for i in range(feature.doc_length)]
-        np.testing.assert_array_equal(feature.is_max_context, expected)
         scored = feature.doc_start + np.flatnonzero(feature.is_max_context)
         assert (owner[scored] == -1).all()
         owner[scored] = w
@@ -250,62 +307,21 @@ def test_long_context_is_split_with_stride_and_max_context(tokenizer, tmp_path):
     assert squad.decode_predictions(features, start, end).predictions == {"long": "the farmer"}
 
 
-def _original_features(examples, reference, max_seq_length, doc_stride, max_query_length):
-    """The original run_squad.py `convert_examples_to_features`, restated on Hugging Face's tokenizer."""
-    rows = []
-    for example in examples:
-        query = reference.tokenize(example.question)[:max_query_length]
-        words = example.context.words
-        orig_to_tok, all_doc = [], []
-        for word in words:
-            orig_to_tok.append(len(all_doc))
-            all_doc.extend(reference.tokenize(word))
-        tok_start = tok_end = None
-        if example.start_word >= 0:
-            tok_start = orig_to_tok[example.start_word]
-            tok_end = (orig_to_tok[example.end_word + 1] - 1 if example.end_word < len(words) - 1
-                       else len(all_doc) - 1)
-            answer = " ".join(reference.tokenize(example.answer_text))
-            tok_start, tok_end = next(((s, e) for s in range(tok_start, tok_end + 1)
-                                       for e in range(tok_end, s - 1, -1)
-                                       if " ".join(all_doc[s:e + 1]) == answer), (tok_start, tok_end))
-        max_tokens_for_doc = max_seq_length - len(query) - 3
-        spans, offset = [], 0
-        while offset < len(all_doc):
-            length = min(len(all_doc) - offset, max_tokens_for_doc)
-            spans.append((offset, length))
-            if offset + length == len(all_doc):
-                break
-            offset += min(length, doc_stride)
-        for start, length in spans:
-            tokens = ["[CLS]", *query, "[SEP]", *all_doc[start:start + length], "[SEP]"]
-            ids = reference.convert_tokens_to_ids(tokens)
-            position = (0, 0)
-            if tok_start is not None and start <= tok_start and tok_end <= start + length - 1:
-                position = (tok_start - start + len(query) + 2, tok_end - start + len(query) + 2)
-            rows.append((ids + [0] * (max_seq_length - len(ids)),
-                         [0] * (len(query) + 2) + [1] * (length + 1) + [0] * (max_seq_length - len(ids)),
-                         position))
-    return rows
-
-
-def test_features_match_the_original_recipe_on_reference_tokenizer(tokenizer, minilm_dir, tmp_path):
-    reference = BertTokenizerFast(os.path.join(minilm_dir, "vocab.txt"), do_lower_case=True)
+def test_features_equal_the_originals(tokenizer, original, minilm_dir, tmp_path):
     with open(os.path.join(TESTDATA, "en_corpus.txt"), encoding="utf-8") as f:
         long_context = " ".join(f.read().split())
     long_path = _write_json(tmp_path, _one_paragraph(long_context, [
             ("l1", "What did the farmer carry?", "vegetables, bread and a surprisingly heavy watermelon"),
             ("l2", "Who kept sleeping?", "the dog")]))
     for path, v2 in ((V1, False), (V2, True), (long_path, False)):
-        examples, _ = squad.read_squad_examples(path, is_training=True, version_2_with_negative=v2)
-        for shape in (SHAPE, dict(max_seq_length=40, doc_stride=7, max_query_length=5)):
-            arrays, features = squad.convert_examples_to_features(examples, tokenizer, is_training=True, **shape)
-            expected = _original_features(examples, reference, **shape)
-            assert len(features) == len(expected)
-            for row, (ids, types, position) in enumerate(expected):
-                np.testing.assert_array_equal(arrays["input_word_ids"][row], ids)
-                np.testing.assert_array_equal(arrays["input_type_ids"][row], types)
-                assert (arrays["start_positions"][row], arrays["end_positions"][row]) == position
+        for is_training in (True, False):
+            examples, _ = squad.read_squad_examples(path, is_training=is_training, version_2_with_negative=v2)
+            for shape in (SHAPE, dict(max_seq_length=40, doc_stride=7, max_query_length=5)):
+                arrays, features = squad.convert_examples_to_features(
+                    examples, tokenizer, is_training=is_training, **shape)
+                theirs, expected = _original_features(original, minilm_dir, path, v2, is_training, **shape)
+                assert [e.qas_id for e in examples] == [e.qas_id for e in theirs]
+                _assert_features_equal(arrays, features, expected, is_training)
 
 
 def test_too_short_max_seq_length_is_an_error(tokenizer):
@@ -342,6 +358,41 @@ def test_decoding_pointed_spans_gives_the_exact_original_substring(tokenizer, pa
         assert probabilities == sorted(probabilities, reverse=True)
         assert len({c["text"] for c in nbest}) == len(nbest) <= 20
         assert nbest[0]["text"] == result.predictions[qid]
+
+
+@pytest.mark.parametrize("path,v2", [(V1, False), (V2, True)])
+def test_decoding_equals_the_originals(tokenizer, original, minilm_dir, tmp_path, path, v2):
+    examples, _ = squad.read_squad_examples(path, is_training=False, version_2_with_negative=v2)
+    arrays, features = squad.convert_examples_to_features(examples, tokenizer, is_training=False, **SHAPE)
+    theirs, expected = _original_features(original, minilm_dir, path, v2, False, **SHAPE)
+    _assert_features_equal(arrays, features, expected, is_training=False)
+    training = squad.convert_examples_to_features(
+        squad.read_squad_examples(path, is_training=True, version_2_with_negative=v2)[0], tokenizer,
+        is_training=True, **SHAPE)[0]
+    rng = np.random.default_rng(0)
+    noise = lambda: rng.normal(scale=0.1, size=arrays["input_word_ids"].shape)  # noqa: E731  (no ties)
+    pointed = [logits + noise() for logits in _point_logits(training, features)]
+    pointed[0][:, 0] = pointed[1][:, 0] = 4.0  # a null score between the spans' and the rest
+    logit_sets = [pointed, (3 * noise(), 3 * noise())]
+    for (start, end), threshold, n_best in itertools.product(logit_sets, (-2.0, 0.0, 1.5) if v2 else (0.0,),
+                                                             (20, 7)):
+        ours = squad.decode_predictions(features, start, end, n_best_size=n_best, version_2_with_negative=v2,
+                                        null_score_diff_threshold=threshold)
+        predictions, nbest, null_odds = _original_decoding(
+            original, tmp_path, theirs, expected, start, end, v2=v2, threshold=threshold, n_best_size=n_best)
+        # Without any valid span the original answers the nonce text "empty"; we answer "".
+        nonce = {qid for qid, candidates in nbest.items() if [c["text"] for c in candidates] == ["empty"]}
+        assert all(ours.predictions[qid] == "" for qid in nonce)
+        predictions.update({qid: "" for qid in nonce})
+        nbest.update({qid: ours.nbest[qid] for qid in nonce})
+        assert ours.predictions == predictions
+        if v2:
+            assert ours.null_odds == pytest.approx(null_odds)
+        assert set(ours.nbest) == set(nbest)
+        for qid, candidates in nbest.items():
+            assert [c["text"] for c in ours.nbest[qid]] == [c["text"] for c in candidates], qid
+            for key in ("probability", "start_logit", "end_logit"):
+                assert [c[key] for c in ours.nbest[qid]] == pytest.approx([c[key] for c in candidates])
 
 
 def test_decoding_keeps_combining_marks_and_places_unknown_pieces(tokenizer, tmp_path):

@@ -43,6 +43,11 @@ def files(tmp_path_factory, minilm_dir):
     mismatched = d / "mismatched"
     shutil.copytree(model, mismatched)
     BertConfig(**{**TINY, "intermediate_size": 96}).to_json_file(mismatched / "bert_config.json")
+    # A google-research/bert directory: cased by its name, no do_lower_case in its config.
+    google_cased = d / "cased_L-2_H-32_A-4"
+    shutil.copytree(model, google_cased)
+    _write(google_cased / "bert_config.json",
+           json.dumps({k: v for k, v in BertConfig(**TINY).to_dict().items() if k != "do_lower_case"}))
     pickled = d / "pickled"
     _write(pickled / "config.json", json.dumps({"model_type": "bert", **TINY, "vocab_size": 30522}))
     _write(pickled / "pytorch_model.bin", b"\x80\x04not really a pickle")
@@ -60,7 +65,7 @@ def files(tmp_path_factory, minilm_dir):
     squad = json.load(open(os.path.join(TESTDATA, "squad_v1.1.json")))
     squad["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] = 5
     return {
-        "model": model, "wide": wide, "mismatched": str(mismatched), "pickled": str(pickled), "vocab": vocab,
+        "model": model, "wide": wide, "google_cased": str(google_cased), "mismatched": str(mismatched), "pickled": str(pickled), "vocab": vocab,
         "text": _write(d / "corpus.txt", "One sentence here. Another one.\n\nA second document. With text.\n"),
         "empty": _write(d / "empty.txt", ""),
         "latin1": _write(d / "latin1.txt", "caf\xe9 ok\n\nna\xefve line\n".encode("latin-1")),
@@ -135,6 +140,7 @@ CASES = [
     ("pretrain-warmup-above-steps", lambda f: _pretrain(f, num_warmup_steps=9), "--num_warmup_steps"),
     ("pretrain-config-not-json", lambda f: _pretrain(f, bert_config_file=f["bad_config"]), "bad_config.json"),
     ("pretrain-init-other-architecture", lambda f: _pretrain(f, init_checkpoint=f["wide"]), "wide"),
+    ("pretrain-case-mismatch", lambda f: _pretrain(f, init_checkpoint=f["google_cased"]), "cased_L-2_H-32_A-4"),
     ("pretrain-corrupt-records", lambda f: _pretrain(f, input_text_file=None, input_file=f["records"],
                                                      vocab_file=f["vocab"]), "corrupt.tfrecord"),
     # create_pretraining_data.py
@@ -160,16 +166,23 @@ CASES = [
     ("classify-pickled-checkpoint", lambda f: _classify(f, init_checkpoint=f["pickled"]), "pytorch_model.bin"),
     ("classify-seq-above-positions", lambda f: _classify(f, max_seq_length=512), "max_position_embeddings"),
     ("classify-output-dir-is-a-file", lambda f: _classify(f, output_dir=f["file"]), "--output_dir"),
+    ("classify-case-mismatch", lambda f: _classify(f, do_lower_case="false"), "--do_lower_case=False"),
     ("classify-accumulation-not-divisible", lambda f: _classify(f, train_batch_size=3,
                                                                 gradient_accumulation_steps=2), "--train_batch_size"),
     # run_squad.py
     ("squad-answer-not-at-start", lambda f: _squad(f), "v1q1"),
     ("squad-not-json", lambda f: _squad(f, train_file=f["bad_json"]), "bad.json"),
     ("squad-non-utf8", lambda f: _squad(f, train_file=f["latin1"]), "latin1.txt"),
+    ("squad-case-mismatch-google-name", lambda f: _squad(f, init_checkpoint=f["google_cased"], do_lower_case="true"),
+     "cased_L-2_H-32_A-4"),
+    # --allow_case_mismatch passes the casing check: the run goes on to the data's own error.
+    ("squad-case-mismatch-allowed", lambda f: _squad(f, init_checkpoint=f["google_cased"], do_lower_case="true",
+                                                     allow_case_mismatch="true"), "v1q1"),
     # run_ner.py
     ("ner-invalid-bio", lambda f: _ner(f), "ner_bio.txt:4"),
     ("ner-one-column", lambda f: _ner(f, train_file=f["ner_one_column"]), "ner_col.txt:2"),
     ("ner-non-utf8", lambda f: _ner(f, train_file=f["ner_bytes"]), "ner_bytes.txt:2"),
+    ("ner-case-mismatch", lambda f: _ner(f, do_lower_case="false"), "--allow_case_mismatch"),
     # export_saved_model.py and the tools
     ("export-not-a-model", lambda f: ["export_saved_model.py", f"--model_dir={f['out']}", "--export_dir=/tmp/x",
                                       "--model_name=m"], "not a model directory"),
