@@ -494,13 +494,20 @@ def _is_own_word(char: str) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _normalized_char(char: str, lower_case: bool) -> str:
-    """What the tokenizer's normalisation makes of one non-space character."""
-    if unicodedata.category(char).startswith("C") or char == "\ufffd":
+    """What the tokenizer's normalisation makes of one non-space character.
+
+    Σ becomes σ here; the tokenizer writes ς at the end of a word, so pieces
+    are compared with `_fold_sigma`.
+    """
+    if unicodedata.category(char) in ("Cc", "Cf") or char == "\ufffd":
         return ""
     if lower_case:
-        char = "".join(c for c in unicodedata.normalize("NFD", char) if unicodedata.category(c) != "Mn")
-        char = char.replace("Σ", "σ").lower()
+        char = "".join(c for c in unicodedata.normalize("NFD", char.lower()) if unicodedata.category(c) != "Mn")
     return char
+
+
+def _fold_sigma(text: str) -> str:
+    return text.replace("ς", "σ")
 
 
 def _basic_tokens(word: str, lower_case: bool) -> list[list[tuple[str, int]]]:
@@ -542,7 +549,7 @@ def _piece_char_spans(word: str, pieces: tuple[str, ...],
     for group, token in zip(groups, tokens):
         spelled = "".join(char for char, _ in token)
         lengths = [len(spelled)] if group == ["[UNK]"] else [len(text) for text in group]
-        if 0 in lengths or (group != ["[UNK]"] and "".join(group) != spelled):
+        if 0 in lengths or (group != ["[UNK]"] and _fold_sigma("".join(group)) != _fold_sigma(spelled)):
             return None
         position = 0
         for length in lengths:

@@ -1,20 +1,54 @@
 """WordPiece tokenization with the original BERT rules, in graph (tensorflow-text).
 
-The original google-research/bert `BasicTokenizer` cleans the text (deletes
-NUL, U+FFFD and control characters, maps whitespace to a space), optionally
-lower-cases and strips accents, splits on whitespace and punctuation, and makes
-every CJK character its own word; `WordpieceTokenizer` then splits each word
-greedily, longest match first, into vocab pieces. tensorflow-text's own
-`lower_case=True` path case-folds with NFKC instead (ss for ß, ASCII for
-full-width letters, 1/2 for ½, ...), so this module normalises the text itself
-and hands it to tensorflow-text's regex splitter and WordPiece op, which do no
-normalisation of their own.
+`BertTokenizer` gives the token ids of google-research/bert's
+`tokenization.FullTokenizer` (the tests compare them on every line of the
+embedded corpora and on every code point of planes 0, 1 and 14). The original
+`BasicTokenizer`:
+  - deletes NUL, U+FFFD and the control characters of categories Cc and Cf;
+    tab, newline and CR count as whitespace, as do space and category Zs, and
+    become a space. Private-use, unassigned and other category C characters
+    stay;
+  - writes a space on each side of every CJK ideograph;
+  - splits on whitespace with `str.split()`, which also splits on U+2028 and
+    U+2029 (and on controls such as \\x1c and \\x85, deleted by then);
+  - when lower-casing, lower-cases each word with `str.lower()` (full case
+    mapping, so "İ" becomes "i" plus a combining dot and a final "Σ" becomes
+    "ς"), decomposes it (NFD) and drops the nonspacing marks (category Mn);
+  - splits off every punctuation character: category P and all ASCII symbols.
+`WordpieceTokenizer` then splits each word greedily, longest match first,
+into vocab pieces; a word of more than 200 characters, or one that no pieces
+spell, becomes [UNK].
 
-Where the original Python and Hugging Face's `BertTokenizerFast` (the reference
-the tests compare against) disagree, this follows Hugging Face: every category
-C character is deleted (the original keeps private-use and unassigned ones)
-and upper-case sigma always becomes σ (Python's `str.lower` writes ς at the
-end of a word).
+This module does the same with graph ops only (RE2 regexes, ICU lower-casing
+and normalisation), so it runs inside tf.data and exported SavedModels.
+tensorflow-text's own `lower_case=True` path case-folds with NFKC instead (ss
+for ß, ASCII for full-width letters, 1/2 for ½, ...), so the text is
+normalised here and handed to tensorflow-text's regex splitter and WordPiece
+op, which do no normalisation of their own. Two places need care:
+  - Final sigma: Python's `str.lower` and ICU apply the same Unicode rule (Σ
+    preceded by a cased letter, skipping case-ignorable characters, and not
+    followed by one becomes ς). ICU lower-cases the whole text at once, but
+    the spaces written around CJK ideographs and whitespace are neither cased
+    nor case-ignorable, so the rule sees exactly the original's words.
+  - ICU lower-cases for the process's default locale (from $LANG): under a
+    Turkish or Azeri locale "I" becomes dotless "ı". "I" is lower-cased
+    before ICU sees it; the other locale rules (Lithuanian dots) only add
+    marks that are stripped anyway.
+The character tables are the libraries' (RE2: Unicode 15; TensorFlow's ICU,
+which lower-cases: 13; tensorflow-text's ICU, which decomposes: 16), the
+original's those of the running Python's `unicodedata` (Unicode 14.0 in
+Python 3.11). Characters assigned in one of these versions and not in another
+can differ: the 838 new in Unicode 14 (Vithkuqi, U+2C2F, ...) are not
+lower-cased here and the final sigma rule does not skip the new marks among
+them; the Egyptian hieroglyph format controls U+13439-U+1343F (Unicode 15) are
+deleted here as Cf and kept by the original under Python 3.11; U+1734, Mn
+until Unicode 13 and Mc since, still counts as case-ignorable. The tests
+leave out these few thousand code points. Surrogates cannot occur in UTF-8
+text.
+
+Hugging Face's `BertTokenizerFast` differs from the original, and so from this
+module, in three places: it deletes private-use characters (category Co),
+lower-cases Σ to σ everywhere, and makes words over 100 characters [UNK].
 """
 
 from __future__ import annotations
@@ -27,16 +61,18 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-MAX_INPUT_CHARS_PER_WORD = 100
+# WordpieceTokenizer's max_input_chars_per_word in the original.
+MAX_INPUT_CHARS_PER_WORD = 200
 # UTF-8 needs at most 4 bytes a character; the character limit is applied
 # separately, so the byte limit of the WordPiece op must never bind first.
 _MAX_BYTES_PER_CHAR = 4
 
-# Tab, newline and CR are category Cc but count as whitespace, so they are
-# mapped before control characters are deleted. Zl/Zp are not whitespace in
-# the original `_is_whitespace`, but its final `str.split()` splits on them.
-_WHITESPACE = r"[\t\n\r\p{Zs}\p{Zl}\p{Zp}]"
-_DELETED = r"[\p{C}\x{FFFD}]"
+# `_is_whitespace` (space, tab, newline, CR, Zs) plus U+2028 and U+2029, the
+# only other characters `str.split()` splits on that survive the cleaning.
+_WHITESPACE = r"[\t\n\r\p{Zs}\x{2028}\x{2029}]"
+# NUL and the other controls are Cc; tab, newline and CR are spaces by the
+# time this is applied.
+_DELETED = r"[\p{Cc}\p{Cf}\x{FFFD}]"
 # ASCII symbols such as $ + < = > ^ ` | ~ are not category P but the original
 # `_is_punctuation` counts all of 33-47, 58-64, 91-96 and 123-126.
 _PUNCTUATION = r"[!-/:-@\[-`{-~\p{P}]"
@@ -45,8 +81,6 @@ _PUNCTUATION = r"[!-/:-@\[-`{-~\p{P}]"
 _CJK = (r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}"
         r"\x{2A700}-\x{2B73F}\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}"
         r"\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]")
-_SPLIT = f" +|{_PUNCTUATION}|{_CJK}"
-_KEEP = f"{_PUNCTUATION}|{_CJK}"
 
 
 def load_vocab(vocab_file: str | os.PathLike) -> list[str]:
@@ -101,40 +135,43 @@ def special_token_ids(vocab: list[str] | tuple[str, ...], vocab_file: str | os.P
 def normalize_text(text: tf.Tensor, lower_case: bool) -> tf.Tensor:
     """Cleans text the way the original BERT `BasicTokenizer` does, in graph.
 
-    Deletes U+FFFD and every category C character (NUL and other controls,
-    format, private use, unassigned), maps whitespace to a space and, when
-    `lower_case`, strips accents (NFD, drop category Mn) and lower-cases.
-    CJK and punctuation splitting happen later, in `split_words`.
+    Deletes NUL, U+FFFD and control characters (Cc, Cf), maps whitespace to a
+    space, writes a space on each side of every CJK ideograph and, when
+    `lower_case`, lower-cases, decomposes (NFD) and drops nonspacing marks
+    (Mn). Punctuation is split off later, in `split_words`.
 
     Args:
       text: tf.string Tensor of any shape.
-      lower_case: strip accents and lower-case.
+      lower_case: lower-case and strip accents.
 
     Returns:
       tf.string Tensor of the same shape.
     """
     text = tf.strings.regex_replace(text, _WHITESPACE, " ")
     text = tf.strings.regex_replace(text, _DELETED, "")
+    # Before lower-casing: the spaces bound the context of the final sigma
+    # rule, and an ideograph that NFD maps to another stays a word of its own.
+    text = tf.strings.regex_replace(text, _CJK, r" \0 ")
     if lower_case:
+        # ICU would make "I" dotless under a Turkish or Azeri default locale.
+        text = tf.strings.regex_replace(text, "I", "i")
+        text = tf.strings.lower(text, encoding="utf-8")
         text = tf_text.normalize_utf8(text, "NFD")
         text = tf.strings.regex_replace(text, r"\p{Mn}", "")
-        # ICU's lower-casing is context sensitive for sigma alone (ς at the
-        # end of a word); the reference lower-cases character by character.
-        text = tf.strings.regex_replace(text, "Σ", "σ")
-        text = tf.strings.lower(text, encoding="utf-8")
     return text
 
 
 def split_words(text: tf.Tensor) -> tf.RaggedTensor:
-    """Splits normalised text on spaces and punctuation; every CJK character is a word.
+    """Splits normalised text on spaces and punctuation, keeping the punctuation.
 
     Args:
-      text: tf.string Tensor of shape [batch], output of `normalize_text`.
+      text: tf.string Tensor of shape [batch], output of `normalize_text`
+        (which has already set CJK ideographs apart).
 
     Returns:
       tf.string RaggedTensor of shape [batch, (words)].
     """
-    return tf_text.regex_split(text, _SPLIT, _KEEP)
+    return tf_text.regex_split(text, f" +|{_PUNCTUATION}", _PUNCTUATION)
 
 
 def split_words_with_offsets(text: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
@@ -143,8 +180,11 @@ def split_words_with_offsets(text: tf.Tensor) -> tuple[tf.RaggedTensor, tf.Ragge
     The split is that of `split_words` (whitespace, punctuation, every CJK
     character a word) applied before normalisation, so offsets point into the
     text as given; each word then normalises to the same word pieces as in the
-    whole text. Used where predictions are mapped back onto the input (tags of
-    words, answer spans).
+    whole text, with one exception: an upper-case sigma that ends such a word
+    but not the original's whitespace-separated word (as in "ΑΣ.Α", where "."
+    is case-ignorable) is lower-cased to ς alone and to σ in the whole text.
+    Used where predictions are mapped back onto the input (tags of words,
+    answer spans).
 
     Args:
       text: tf.string Tensor of shape [batch].
@@ -153,7 +193,8 @@ def split_words_with_offsets(text: tf.Tensor) -> tuple[tf.RaggedTensor, tf.Ragge
       (words, begin, end): tf.string RaggedTensor [batch, (words)] and int64
       RaggedTensors of the same shape, each word's start and end byte offsets.
     """
-    return tf_text.regex_split_with_offsets(text, f"{_WHITESPACE}+|{_PUNCTUATION}|{_CJK}", _KEEP)
+    return tf_text.regex_split_with_offsets(
+        text, f"{_WHITESPACE}+|{_PUNCTUATION}|{_CJK}", f"{_PUNCTUATION}|{_CJK}")
 
 
 def _vocab_table(vocab_file: str, key_index: int, value_index: int,
@@ -188,7 +229,8 @@ class BertTokenizer(keras.layers.Layer):
           vocab_file: one token a line; must hold [PAD], [UNK], [CLS], [SEP]
             and [MASK].
           lower_case: strip accents and lower-case (uncased models).
-          max_input_chars_per_word: longer words become [UNK].
+          max_input_chars_per_word: longer words (counted in characters
+            after normalisation) become [UNK]; the original's is 200.
           **kwargs: `keras.layers.Layer` arguments (name, ...).
 
         Raises:
