@@ -63,7 +63,8 @@ def _rate(ds: tf.data.Dataset) -> float:
 def _ours(a: list[str], b: list[str], tokenizer: BertTokenizer, mask: bool) -> float:
     pairs = tf.data.Dataset.from_tensor_slices((a, b, tf.zeros(len(a), tf.int32)))
     if mask:
-        masker = MaskedLmMasker(vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_id, pad_id=tokenizer.pad_id,
+        masker = MaskedLmMasker(vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_id,
+                                pad_id=tokenizer.pad_id,
                                 unmaskable_ids=(tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id),
                                 max_predictions_per_seq=FLAGS.max_predictions_per_seq)
         return _rate(pretraining_dataset.text_pair_pretraining_dataset(

@@ -158,7 +158,8 @@ def run(data: DataConfig, model_preset: str | None, bert_config_file: str | None
     masker = None
     if data.dynamic_masking:
         masker = MaskedLmMasker(vocab_size=len(vocab), mask_id=special["[MASK]"],
-                                pad_id=special["[PAD]"], unmaskable_ids=(special["[CLS]"], special["[SEP]"], special["[PAD]"]),
+                                pad_id=special["[PAD]"],
+                                unmaskable_ids=(special["[CLS]"], special["[SEP]"], special["[PAD]"]),
                                 max_predictions_per_seq=predictions, masked_lm_prob=data.masked_lm_prob)
 
     def train_dataset_fn(batch_size, context):

@@ -12,7 +12,8 @@ S, P = 64, 10
 
 def _masker(**kwargs):
     kwargs.setdefault("max_predictions_per_seq", P)
-    return MaskedLmMasker(vocab_size=VOCAB, mask_id=MASK, pad_id=PAD, unmaskable_ids=(CLS, SEP, PAD), **kwargs)
+    return MaskedLmMasker(vocab_size=VOCAB, mask_id=MASK, pad_id=PAD, unmaskable_ids=(CLS, SEP, PAD),
+                          **kwargs)
 
 
 def _batch(batch_size=256, seed=0):

@@ -48,7 +48,8 @@ IS_CONTINUATION = np.array([t.startswith("##") for t in TOKENIZER.vocabulary])
 
 
 def _masker(**kwargs):
-    return MaskedLmMasker(vocab_size=TOKENIZER.vocab_size, mask_id=TOKENIZER.mask_id, pad_id=TOKENIZER.pad_id,
+    return MaskedLmMasker(vocab_size=TOKENIZER.vocab_size, mask_id=TOKENIZER.mask_id,
+                          pad_id=TOKENIZER.pad_id,
                           unmaskable_ids=SPECIAL, max_predictions_per_seq=P, **kwargs)
 
 
@@ -411,7 +412,8 @@ def test_whole_word_masking_of_real_text(bert_tokenizer, tmp_path, corpus_file, 
 def test_text_pairs_are_tokenized_packed_and_masked_in_graph(bert_tokenizer):
     texts = ["Unbelievably tokenized text", "a second sentence", "and a third one here"]
     pairs = tf.data.Dataset.from_tensor_slices((texts, texts[1:] + texts[:1], [0, 1, 0]))
-    masker = MaskedLmMasker(vocab_size=bert_tokenizer.vocab_size, mask_id=bert_tokenizer.mask_id, pad_id=bert_tokenizer.pad_id,
+    masker = MaskedLmMasker(vocab_size=bert_tokenizer.vocab_size, mask_id=bert_tokenizer.mask_id,
+                            pad_id=bert_tokenizer.pad_id,
                             unmaskable_ids=(bert_tokenizer.cls_id, bert_tokenizer.sep_id,
                                             bert_tokenizer.pad_id), max_predictions_per_seq=4)
     [batch] = pretraining_dataset.text_pair_pretraining_dataset(
