@@ -25,7 +25,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app, flags
 
 import bench_util
-from pretrain_throughput import ours, random_batch, sequences_per_second  # also defines --preset, --seq, --batch, ...
+from pretrain_throughput import model_config, ours, random_batch, sequences_per_second  # also defines --preset, --seq, --batch, ...
 
 flags.DEFINE_bool("child_recompute", None, "Internal: run one setting in this process and print JSON.")
 FLAGS = flags.FLAGS
@@ -46,10 +46,9 @@ def _current_rss_mib() -> float:
 def _child(recompute: bool) -> dict[str, float]:
     import tensorflow as tf
 
-    from bert_tf.configs import get_preset
     from bert_tf.training.distribute import resolve_precision
 
-    config = get_preset(FLAGS.preset)
+    config = model_config()
     gpu = bool(tf.config.list_physical_devices("GPU"))
     step = ours(config, resolve_precision("auto"), False,
                 random_batch(config.vocab_size, FLAGS.batch, FLAGS.seq, FLAGS.predictions), recompute)
@@ -73,7 +72,7 @@ def main(argv: list[str]) -> None:
     figures: dict = {"preset": FLAGS.preset, "seq": FLAGS.seq, "batch": FLAGS.batch,
                      "predictions": FLAGS.predictions}
     passed = [f"--preset={FLAGS.preset}", f"--seq={FLAGS.seq}", f"--batch={FLAGS.batch}",
-              f"--predictions={FLAGS.predictions}", f"--steps={FLAGS.steps}"]
+              f"--predictions={FLAGS.predictions}", f"--steps={FLAGS.steps}", f"--quick={FLAGS.quick}"]
     for name, recompute in (("keep", False), ("recompute", True)):
         result = subprocess.run(
             [sys.executable, __file__, *passed, f"--child_recompute={recompute}"],

@@ -1,13 +1,13 @@
 """Shared pieces of the fine-tuning driver tests: a tiny pretrained model directory
-with the real MiniLM vocab, and a subprocess runner."""
+with the real MiniLM vocab, and the driver runner."""
 
 import os
 import subprocess
-import sys
 
 from bert_tf import checkpoints
 from bert_tf.configs import BertConfig
 from bert_tf.modeling.pretrainer import BertPretrainer
+from tests import driver_runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTDATA = os.path.join(ROOT, "tests", "testdata")
@@ -23,5 +23,5 @@ def tiny_model_dir(directory, minilm_dir) -> str:
 
 
 def run_driver(script: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, script, *args], cwd=ROOT, env=ENV,
-                          capture_output=True, text=True, timeout=600)
+    """`python script args` as a fork of the warm driver process (tests/driver_runs.py)."""
+    return driver_runs.run([script, *args], env=ENV)

@@ -9,6 +9,7 @@ import numpy as np
 
 from bert_tf.configs import BertConfig
 from bert_tf.data.tokenization import load_vocab
+from tests import driver_runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
@@ -44,6 +45,11 @@ def pretrain_flags(corpus, output_dir, **extra):
     return [f"--{k}={v}" for k, v in values.items()]
 
 
-def run_pretrain(args, env=ENV, **kwargs):
-    return subprocess.run([sys.executable, "run_pretraining.py", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300, **kwargs)
+def run_pretrain(args, env=ENV, fresh_interpreter=False):
+    """run_pretraining.py with `args`: a fork of the warm driver process (tests/driver_runs.py),
+    or with `fresh_interpreter` a new Python process."""
+    command = ["run_pretraining.py", *args]
+    if fresh_interpreter:
+        return subprocess.run([sys.executable, *command], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=300)
+    return driver_runs.run(command, env=env, timeout=300)

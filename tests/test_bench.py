@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from tests import driver_runs
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # script -> keys its JSON must hold (beyond the machine and version keys every file has).
@@ -29,13 +31,10 @@ SCRIPTS = {
 def quick_results(tmp_path_factory):
     """Runs every script's --quick mode at once (each is mostly single-threaded set-up)."""
     out = tmp_path_factory.mktemp("bench")
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    runs = {name: subprocess.Popen(
-        [sys.executable, os.path.join(REPO, "bench", f"{name}.py"), "--quick",
-         f"--output_json={out / (name + '.json')}"],
-        cwd=str(out), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for name in SCRIPTS}
-    logs = {name: run.communicate(timeout=1200)[0] for name, run in runs.items()}
+    runs = {name: driver_runs.start([os.path.join(REPO, "bench", f"{name}.py"), "--quick",
+                                     f"--output_json={out / (name + '.json')}"], cwd=str(out))
+            for name in SCRIPTS}
+    logs = {name: "".join(run.communicate(timeout=1200)) for name, run in runs.items()}
     return out, {name: (runs[name].returncode, logs[name]) for name in SCRIPTS}
 
 

@@ -3,8 +3,6 @@
 import json
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,6 +14,7 @@ from bert_tf import checkpoints
 from bert_tf.checkpoints import CheckpointMismatchError
 from bert_tf.modeling.encoder import BertEncoder
 from bert_tf.modeling.pretrainer import BertPretrainer
+from tests import driver_runs
 from tests.conftest import encoder_features, own_stderr_lines, pretrainer_features, random_batch
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(94)]
@@ -148,10 +147,8 @@ def test_convert_round_trip_gives_identical_outputs(tiny_config, hf_model, hf_di
     from_hf = _outputs(checkpoints.load_pretrainer(hf_dir), batch)
     from_tf1 = _outputs(checkpoints.load_pretrainer(prefix), batch)
     converted_tf1 = convert(prefix, "tf1", str(tmp_path / "out_tf1"))
-    result = subprocess.run(
-        [sys.executable, "-m", "bert_tf.tools.convert_checkpoint", "--input_format=hf",
-         f"--input={hf_dir}", f"--output_dir={tmp_path / 'out_hf'}"],
-        capture_output=True, text=True, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    result = driver_runs.run(["-m", "bert_tf.tools.convert_checkpoint", "--input_format=hf",
+                              f"--input={hf_dir}", f"--output_dir={tmp_path / 'out_hf'}"])
     assert result.returncode == 0, result.stderr
     converted_hf = str(tmp_path / "out_hf")
     assert sorted(os.listdir(converted_hf)) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
@@ -235,10 +232,8 @@ def test_other_architecture_and_pickles_are_refused(tiny_config, hf_dir, tmp_pat
 
 
 def test_convert_cli_reports_bad_input_in_one_line(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "bert_tf.tools.convert_checkpoint", "--input_format=tf1",
-         f"--input={tmp_path / 'absent.ckpt'}", f"--output_dir={tmp_path / 'out'}"],
-        capture_output=True, text=True, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    result = driver_runs.run(["-m", "bert_tf.tools.convert_checkpoint", "--input_format=tf1",
+                              f"--input={tmp_path / 'absent.ckpt'}", f"--output_dir={tmp_path / 'out'}"])
     assert result.returncode == 2
     assert own_stderr_lines(result.stderr) == [f"convert_checkpoint: error: {tmp_path / 'absent.ckpt'}: no TF checkpoint "
                       f"({tmp_path / 'absent.ckpt'}.index) or Hugging Face model found"]
@@ -361,7 +356,7 @@ def test_case_mismatch_is_refused_unless_allowed(tiny_config, hf_model, tmp_path
     values = json.loads((tmp_path / "cased_L-2_H-32_A-4" / "bert_config.json").read_text())
     del values["do_lower_case"]
     (tmp_path / "cased_L-2_H-32_A-4" / "bert_config.json").write_text(json.dumps(values))
-    ours = _write_tf1(tmp_path / "ours", tiny_config.replace(do_lower_case=False), _tf1_arrays(hf_model))
+    _write_tf1(tmp_path / "ours", tiny_config.replace(do_lower_case=False), _tf1_arrays(hf_model))
     unnamed = _write_tf1(tmp_path / "unnamed", tiny_config, _tf1_arrays(hf_model))
     os.remove(tmp_path / "unnamed" / "bert_config.json")
     (tmp_path / "unnamed" / "bert_config.json").write_text(json.dumps(values))

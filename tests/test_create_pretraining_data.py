@@ -1,14 +1,13 @@
-"""create_pretraining_data.py end to end, as a subprocess: records and bad input."""
+"""create_pretraining_data.py end to end, as its own process: records and bad input."""
 
 import json
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from tests import driver_runs
 from tests.conftest import original_feature_spec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -26,9 +25,7 @@ def _our_lines(stderr):
 
 
 def _run(*flags):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    return subprocess.run([sys.executable, os.path.join(ROOT, "create_pretraining_data.py"), *flags],
-                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    return driver_runs.run(["create_pretraining_data.py", *flags], timeout=300)
 
 
 def _flags(vocab, output, **overrides):

@@ -5,13 +5,12 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 
 import tensorflow as tf
 
-from tests.pretraining_helpers import ENV, ROOT, pretrain_flags, run_pretrain
+from tests import driver_runs
+from tests.pretraining_helpers import ENV, pretrain_flags, run_pretrain
 
 
 def test_pretrains_from_text_and_writes_everything(corpus, tmp_path):
@@ -33,8 +32,7 @@ def test_pretrains_from_text_and_writes_everything(corpus, tmp_path):
 def test_resumes_after_sigkill(corpus, tmp_path):
     out = str(tmp_path / "run")
     args = pretrain_flags(corpus, out, num_train_steps=30, save_checkpoints_steps=3, eval_every_steps=100)
-    process = subprocess.Popen([sys.executable, "run_pretraining.py", *args], cwd=ROOT, env=ENV,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = driver_runs.start(["run_pretraining.py", *args])
     checkpoint_dir = os.path.join(out, "checkpoints")
     deadline = time.time() + 240
     while time.time() < deadline and not (os.path.isdir(checkpoint_dir)
@@ -79,10 +77,10 @@ def test_two_worker_multi_worker_mirrored_run(corpus, tmp_path):
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         env = {**ENV, "TF_CONFIG": json.dumps(tf_config)}
-        processes.append(subprocess.Popen(
-            [sys.executable, "run_pretraining.py",
+        processes.append(driver_runs.start(
+            ["run_pretraining.py",
              *pretrain_flags(corpus, out, distribution_strategy="multi_worker_mirrored", num_train_steps=3)],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            env=env))
     results = [p.communicate(timeout=300) for p in processes]
     logs = "\n".join(f"--- worker {i} ---\n{err[-3000:]}" for i, (_, err) in enumerate(results))
     for index, (process, (_, stderr)) in enumerate(zip(processes, results)):

@@ -1,8 +1,6 @@
 """Vocab learning: the library (bert_tf.data.vocab_builder) and the build_vocab tool."""
 
-import os
 import subprocess
-import sys
 import unicodedata
 
 import pytest
@@ -10,6 +8,7 @@ import tensorflow as tf
 
 from bert_tf.data import corpora, vocab_builder
 from bert_tf.data.tokenization import SPECIAL_TOKENS, BertTokenizer
+from tests import driver_runs
 
 
 def _is_cjk(token: str) -> bool:
@@ -78,9 +77,7 @@ def test_write_vocab_leaves_nothing_on_failure(tmp_path):
 
 
 def _run_tool(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    return subprocess.run([sys.executable, "-m", "bert_tf.tools.build_vocab", *args],
-                          capture_output=True, text=True, env=env, timeout=300)
+    return driver_runs.run(["-m", "bert_tf.tools.build_vocab", *args], timeout=300)
 
 
 def test_tool_writes_a_vocab(tmp_path):

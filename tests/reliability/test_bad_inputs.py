@@ -19,6 +19,7 @@ import pytest
 from bert_tf import checkpoints
 from bert_tf.configs import BertConfig
 from bert_tf.modeling.pretrainer import BertPretrainer
+from tests import driver_runs
 from tests.conftest import own_stderr_lines
 from tests.finetuning_helpers import ENV, ROOT, TESTDATA
 
@@ -201,8 +202,7 @@ def results(files):
         out = os.path.join(files["out"], name)
         os.makedirs(out)
         command = build({**files, "out": out})
-        return name, subprocess.run([sys.executable, *command], cwd=ROOT, env=ENV, capture_output=True,
-                                    text=True, timeout=600)
+        return name, driver_runs.run(command)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
         return dict(pool.map(run, CASES))

@@ -3,15 +3,14 @@ to one that was never interrupted (tiny model, CPU)."""
 
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.pretraining_helpers import ENV, ROOT, pretrain_flags, run_pretrain
+from tests import driver_runs
+from tests.pretraining_helpers import pretrain_flags, run_pretrain
 
 STEPS = 8
 
@@ -38,7 +37,8 @@ def _args(corpus, out, **extra):
 @pytest.fixture(scope="module", params=[False, True], ids=["static", "dynamic"])
 def uninterrupted(request, corpus, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("whole") / "run")
-    result = run_pretrain(_args(corpus, out, dynamic_masking=request.param))
+    # A new interpreter: the runs compared with it are forks of the warm driver process.
+    result = run_pretrain(_args(corpus, out, dynamic_masking=request.param), fresh_interpreter=True)
     assert result.returncode == 0, result.stderr[-3000:]
     return request.param, out
 
@@ -65,8 +65,7 @@ def test_stop_and_rerun_is_bitwise_identical(corpus, uninterrupted, tmp_path, st
 
 def _kill_after_checkpoint(args, checkpoint_dir, number, script="run_pretraining.py"):
     """Starts the driver and SIGKILLs it as soon as checkpoint `number` exists."""
-    process = subprocess.Popen([sys.executable, script, *args], cwd=ROOT, env=ENV,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = driver_runs.start([script, *args])
     deadline = time.time() + 300
     while time.time() < deadline and process.poll() is None:
         latest = os.path.isdir(checkpoint_dir) and tf.train.latest_checkpoint(checkpoint_dir)
