@@ -1,7 +1,7 @@
 """bert_tf: BERT pretraining, fine-tuning and serving in TensorFlow 2 / Keras 3."""
 
 from bert_tf.checkpoints import (load_encoder, load_pretrainer, load_task_model, load_weights,
-                                 save_model_dir)
+                                 save_hf_dir, save_keras_hub_preset, save_model_dir)
 from bert_tf.configs import PRESETS, BertConfig, get_preset
 from bert_tf.data.masking import MaskedLmMasker
 from bert_tf.data.packing import BertPacker, pack_segments
@@ -20,4 +20,5 @@ __all__ = [
     "BertTokenizer", "BertPacker", "pack_segments", "MaskedLmMasker",
     "masked_lm_loss", "next_sentence_loss", "pretraining_loss",
     "load_encoder", "load_pretrainer", "load_task_model", "load_weights", "save_model_dir",
+    "save_hf_dir", "save_keras_hub_preset",
 ]

@@ -6,7 +6,11 @@ Three formats hold the same weights under different names:
     (bert_config.json + vocab.txt + bert_model.ckpt), so they load there too;
   * Hugging Face directories (config.json + model.safetensors, `encoder.layer.0...`),
     read with `safetensors`; pickled `pytorch_model.bin` files are refused;
-  * keras-hub's `BertBackbone` (export only, for interop and parity checks).
+  * keras-hub `BertBackbone` presets (config.json + model.weights.h5 +
+    assets/tokenizer/vocabulary.txt), read and written through keras-hub.
+
+Each format is written as well as read (`save_model_dir`, `save_hf_dir`,
+`save_keras_hub_preset`), from the same tables.
 
 The Keras variable paths of this package are the TF1 scopes themselves (see
 `bert_tf.modeling.layers`), so the tables below list, for every variable, its
@@ -19,13 +23,14 @@ task models keep the original's head names too where it has the head
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import json
 import os
 import re
 import shutil
-from typing import Callable
+from typing import Callable, Iterator
 
 import keras
 import numpy as np
@@ -44,6 +49,10 @@ HF_CONFIG_NAME = "config.json"
 HF_WEIGHTS_NAME = "model.safetensors"
 HF_INDEX_NAME = "model.safetensors.index.json"
 HF_TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
+# What keras-hub's save_to_preset writes besides config.json.
+KERAS_HUB_WEIGHTS_NAME = "model.weights.h5"
+KERAS_HUB_TOKENIZER_NAME = "tokenizer.json"
+KERAS_HUB_VOCAB_PATH = ("assets", "tokenizer", "vocabulary.txt")
 
 # Checkpoint entries that hold no model weight of their own: optimizer slots and
 # step counters in TF1 checkpoints; buffers and tied copies in HF files.
@@ -216,9 +225,9 @@ def _hf_source(directory: str, config: BertConfig) -> _Source:
 class ModelFiles:
     """Where a model's config, weights and vocab are, and in which format."""
 
-    format: str  # "hf" or "tf1" (the project's own model directories are "tf1")
+    format: str  # "hf", "keras_hub" or "tf1" (the project's own model directories are "tf1")
     config_file: str
-    weights: str  # a TF checkpoint prefix or an HF directory
+    weights: str  # a TF checkpoint prefix, or an HF or keras-hub preset directory
     vocab_file: str | None
 
 
@@ -243,8 +252,10 @@ def locate(path: str | os.PathLike, input_format: str | None = None) -> ModelFil
     """Finds config, weights and vocab under a model directory or checkpoint prefix.
 
     Accepts a project model directory, an original google-research/bert
-    directory or checkpoint prefix (`.../bert_model.ckpt`), or a Hugging Face
-    directory. `input_format` ("hf" or "tf1") skips the detection.
+    directory or checkpoint prefix (`.../bert_model.ckpt`), a Hugging Face
+    directory, or a keras-hub BertBackbone preset directory (its config.json
+    names a `registered_name`; its vocab is assets/tokenizer/vocabulary.txt).
+    `input_format` ("hf", "keras_hub" or "tf1") skips the detection.
     """
     path = resolve_package_path(os.fspath(path))
     directory = path if os.path.isdir(path) else os.path.dirname(path) or "."
@@ -253,6 +264,13 @@ def locate(path: str | os.PathLike, input_format: str | None = None) -> ModelFil
         candidate = os.path.join(directory, VOCAB_NAME)
         return candidate if os.path.exists(candidate) else None
 
+    if input_format == "keras_hub" or (input_format is None and _is_keras_hub(path)):
+        weights = os.path.join(path, KERAS_HUB_WEIGHTS_NAME)
+        if not os.path.exists(weights):
+            raise FileNotFoundError(f"{path}: not a keras-hub preset directory (no {weights})")
+        candidate = os.path.join(path, *KERAS_HUB_VOCAB_PATH)
+        return ModelFiles("keras_hub", os.path.join(path, HF_CONFIG_NAME), path,
+                          candidate if os.path.exists(candidate) else None)
     is_hf = os.path.isdir(path) and os.path.exists(os.path.join(path, HF_CONFIG_NAME)) and not \
         os.path.exists(os.path.join(path, CONFIG_NAME))
     if input_format == "hf" or (input_format is None and is_hf):
@@ -264,7 +282,7 @@ def locate(path: str | os.PathLike, input_format: str | None = None) -> ModelFil
         _hf_files(path)  # fails early, with the reason, when the weights are missing or pickled
         return ModelFiles("hf", config_file, path, vocab())
     if input_format not in (None, "tf1"):
-        raise ValueError(f"unknown input_format {input_format!r}; expected 'hf' or 'tf1'")
+        raise ValueError(f"unknown input_format {input_format!r}; expected 'hf', 'keras_hub' or 'tf1'")
     if os.path.isdir(path):
         prefix = tf.train.latest_checkpoint(path) or os.path.join(path, CHECKPOINT_NAME)
     else:
@@ -277,8 +295,46 @@ def locate(path: str | os.PathLike, input_format: str | None = None) -> ModelFil
     return ModelFiles("tf1", config_file, prefix, vocab())
 
 
+def _is_keras_hub(path: str) -> bool:
+    config_file = os.path.join(path, HF_CONFIG_NAME)
+    if not os.path.isfile(config_file):
+        return False
+    try:
+        with open(config_file, encoding="utf-8") as f:
+            values = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return isinstance(values, dict) and "registered_name" in values
+
+
+def read_config(files: ModelFiles) -> BertConfig:
+    """The BertConfig of a located model.
+
+    A keras-hub preset's config.json holds BertBackbone's arguments: the encoder
+    gets tanh GELU and keras-hub's LayerNorm epsilon. The config.json of a
+    Hugging Face directory or keras-hub preset does not record the casing; it
+    is taken from their tokenizer configuration when that does (`recorded_casing`).
+    """
+    if files.format != "keras_hub":
+        config = BertConfig.from_json_file(files.config_file)
+    else:
+        with open(files.config_file, encoding="utf-8") as f:
+            values = json.load(f)
+        if values.get("registered_name") != "keras_hub>BertBackbone":
+            raise ValueError(f"{files.config_file}: a keras-hub {values.get('registered_name')}, "
+                             "not a keras_hub>BertBackbone preset")
+        args = values["config"]
+        config = BertConfig(hidden_act="gelu_tanh", attention_probs_dropout_prob=args["dropout"],
+                            layer_norm_eps=_KERAS_HUB_LAYER_NORM_EPS,
+                            **{ours: args[theirs] for ours, theirs in _KERAS_HUB_CONFIG.items()})
+    casing = _casing_of(files) if files.format != "tf1" else None
+    return config.replace(do_lower_case=casing[0]) if casing else config
+
+
 def _open(files: ModelFiles, config: BertConfig) -> _Source:
-    return _hf_source(files.weights, config) if files.format == "hf" else _tf1_source(files.weights)
+    if files.format == "tf1":
+        return _tf1_source(files.weights)
+    return (_hf_source if files.format == "hf" else _keras_hub_source)(files.weights, config)
 
 
 # --------------------------------------------------------------------------- casing
@@ -312,20 +368,27 @@ def recorded_casing(path: str | os.PathLike) -> tuple[bool, str] | None:
     """The casing a checkpoint says it was trained with, and where it says so.
 
     In order: the `do_lower_case` key of its bert_config.json (this project
-    writes it), of a Hugging Face tokenizer_config.json, then the name of a
-    google-research/bert checkpoint directory. None when nothing records it.
+    writes it), of a Hugging Face tokenizer_config.json, or the `lowercase` of a
+    keras-hub preset's tokenizer.json; then the name of a google-research/bert
+    checkpoint directory. None when nothing records it.
     """
-    files = locate(path)
+    return _casing_of(locate(path))
+
+
+def _casing_of(files: ModelFiles) -> tuple[bool, str] | None:
     directory = os.path.dirname(files.config_file)
-    candidates = [files.config_file] if files.format == "tf1" else \
-        [os.path.join(directory, HF_TOKENIZER_CONFIG_NAME)]
-    for candidate in candidates:
-        if not os.path.exists(candidate):
-            continue
+    candidate, key = {
+        "tf1": (files.config_file, ("do_lower_case",)),
+        "hf": (os.path.join(directory, HF_TOKENIZER_CONFIG_NAME), ("do_lower_case",)),
+        "keras_hub": (os.path.join(directory, KERAS_HUB_TOKENIZER_NAME), ("config", "lowercase")),
+    }[files.format]
+    if os.path.exists(candidate):
         with open(candidate, encoding="utf-8") as f:
-            values = json.load(f)
-        if isinstance(values, dict) and isinstance(values.get("do_lower_case"), bool):
-            return values["do_lower_case"], f"{candidate} (do_lower_case={values['do_lower_case']})"
+            value = json.load(f)
+        for name in key:
+            value = value.get(name) if isinstance(value, dict) else None
+        if isinstance(value, bool):
+            return value, f"{candidate} ({key[-1]}={value})"
     lower = casing_from_name(directory)
     if lower is None:
         return None
@@ -431,7 +494,7 @@ def load_weights(model: BertEncoder | BertPretrainer, path: str | os.PathLike,
 
 def _load(path, model_cls, input_format):
     files = locate(path, input_format)
-    model = model_cls(BertConfig.from_json_file(files.config_file))
+    model = model_cls(read_config(files))
     load_weights(model, files.weights, files.format)
     model.vocab_file = files.vocab_file
     return model
@@ -442,11 +505,13 @@ def load_encoder(path: str | os.PathLike, input_format: str | None = None) -> Be
 
     Args:
         path: a project model directory, a google-research/bert checkpoint
-            prefix or directory, or a Hugging Face directory (detected).
-        input_format: "hf" or "tf1" to skip detection.
+            prefix or directory, a Hugging Face directory or a keras-hub
+            BertBackbone preset (detected; see `locate`).
+        input_format: "hf", "keras_hub" or "tf1" to skip detection.
 
     Returns:
-        The encoder, with `.config` (BertConfig) and `.vocab_file` (or None).
+        The encoder, with `.config` (BertConfig, see `read_config`) and
+        `.vocab_file` (or None).
     """
     return _load(path, BertEncoder, input_format)
 
@@ -494,7 +559,7 @@ def load_task_model(path: str | os.PathLike, task_info: dict | None = None) -> k
 def has_pretraining_heads(path: str | os.PathLike, input_format: str | None = None) -> bool:
     """Whether the checkpoint at `path` holds the MLM and NSP heads."""
     files = locate(path, input_format)
-    source = _open(files, BertConfig.from_json_file(files.config_file))
+    source = _open(files, read_config(files))
     return all(e.tf1 in source.shapes for e in _HEAD_TABLE)
 
 
@@ -549,32 +614,98 @@ def save_model_dir(model: keras.Model, directory: str | os.PathLike,
     Returns:
         The directory written.
     """
-    directory = os.fspath(directory)
-    parent = os.path.dirname(os.path.abspath(directory))
-    os.makedirs(parent, exist_ok=True)
-    if os.path.exists(directory) and not os.path.isdir(directory):
-        raise NotADirectoryError(f"{directory}: exists and is not a directory")
-    tmp = f"{os.path.abspath(directory)}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    try:
+    with _staged(directory) as tmp:
         model.config.to_json_file(os.path.join(tmp, CONFIG_NAME))
         if vocab_file is not None:
             shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_NAME))
         if task_info is not None:
-            with open(os.path.join(tmp, TASK_NAME), "w", encoding="utf-8") as f:
-                json.dump(task_info, f, indent=2, sort_keys=True, ensure_ascii=False)
+            _write_json(os.path.join(tmp, TASK_NAME), task_info)
         variables = _variables_by_path(model)
         table = _table_for(model)
         names = [e.tf1 for e in table]
         tensors = [variables[e.path] for e in table]
         tf.raw_ops.SaveV2(prefix=os.path.join(tmp, CHECKPOINT_NAME), tensor_names=names,
                           shape_and_slices=[""] * len(names), tensors=tensors)
+    return os.fspath(directory)
+
+
+# Our activation names -> transformers' (ACT2FN): "gelu" is the exact erf form in both.
+_HF_ACTIVATION = {"gelu_tanh": "gelu_pytorch_tanh"}
+
+
+def save_hf_dir(model: BertEncoder | BertPretrainer, directory: str | os.PathLike,
+                vocab_file: str | os.PathLike | None = None, do_lower_case: bool | None = None) -> str:
+    """Writes a Hugging Face BERT directory that `transformers` loads as it is.
+
+    config.json (`BertConfig`), model.safetensors under the names of the
+    `hf` column of the tables (kernels transposed to torch's [out, in]), and,
+    with a vocab, vocab.txt and tokenizer_config.json (`BertTokenizer`). An
+    encoder is written as `BertModel`; a pretrainer as `BertForPreTraining`
+    ("bert." before the encoder names, the heads under `cls.`; the MLM decoder
+    weight is tied to the word embeddings there, so it is not written).
+    Written atomically, like `save_model_dir`.
+
+    Args:
+        model: the encoder or pretrainer to write.
+        directory: the folder to write (replaced when it exists).
+        vocab_file: vocab.txt to copy; without it no tokenizer files are written.
+        do_lower_case: the tokenizer's casing; None takes `model.config.do_lower_case`.
+
+    Returns:
+        The directory written.
+    """
+    from safetensors.numpy import save_file
+
+    heads = isinstance(model, BertPretrainer)
+    if not heads and not isinstance(model, BertEncoder):
+        raise TypeError(f"expected a BertEncoder or BertPretrainer, got {type(model).__name__}")
+    variables = _variables_by_path(model)
+    tensors = {}
+    for entry in _table_for(model):
+        value = variables[entry.path].numpy()
+        name = entry.hf if not heads or entry.hf.startswith("cls.") else f"bert.{entry.hf}"
+        tensors[name] = np.ascontiguousarray(value.T if entry.hf_transposed else value)
+    config = model.config.to_dict()
+    recorded = config.pop("do_lower_case")  # a tokenizer setting: tokenizer_config.json has it
+    lower = recorded if do_lower_case is None else do_lower_case
+    config.update(model_type="bert", architectures=["BertForPreTraining" if heads else "BertModel"],
+                  hidden_act=_HF_ACTIVATION.get(config["hidden_act"], config["hidden_act"]))
+    with _staged(directory) as tmp:
+        _write_json(os.path.join(tmp, HF_CONFIG_NAME), config)
+        save_file(tensors, os.path.join(tmp, HF_WEIGHTS_NAME), metadata={"format": "pt"})
+        if vocab_file is not None:
+            shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_NAME))
+            _write_json(os.path.join(tmp, HF_TOKENIZER_CONFIG_NAME), {
+                "tokenizer_class": "BertTokenizer", "do_lower_case": lower,
+                "model_max_length": model.config.max_position_embeddings,
+                "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+                "cls_token": "[CLS]", "mask_token": "[MASK]"})
+    return os.fspath(directory)
+
+
+def _write_json(path: str, values: dict) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(values, f, indent=2, sort_keys=True, ensure_ascii=False)
+        f.write("\n")
+
+
+@contextlib.contextmanager
+def _staged(directory: str | os.PathLike) -> Iterator[str]:
+    """A temporary sibling folder to write into; it replaces `directory` when the
+    block completes (`move_into_place`) and is deleted when the block raises."""
+    directory = os.fspath(directory)
+    os.makedirs(os.path.dirname(os.path.abspath(directory)), exist_ok=True)
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise NotADirectoryError(f"{directory}: exists and is not a directory")
+    tmp = f"{os.path.abspath(directory)}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    try:
+        yield tmp
         move_into_place(tmp, directory)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return directory
 
 
 def move_into_place(tmp: str, directory: str) -> None:
@@ -624,24 +755,41 @@ def keras_hub_path(path: str) -> str:
     return f"transformer_{block}/{_KERAS_HUB_BLOCK[scope]}/{variable}"
 
 
-def to_keras_hub(encoder: BertEncoder):
+# BertConfig field -> keras-hub BertBackbone argument. keras-hub has one dropout
+# rate, a fixed LayerNorm epsilon of 1e-12 and tanh-approximated GELU.
+_KERAS_HUB_CONFIG = {
+    "vocab_size": "vocabulary_size", "num_hidden_layers": "num_layers",
+    "num_attention_heads": "num_heads", "hidden_size": "hidden_dim",
+    "intermediate_size": "intermediate_dim", "hidden_dropout_prob": "dropout",
+    "max_position_embeddings": "max_sequence_length", "type_vocab_size": "num_segments",
+}
+_KERAS_HUB_LAYER_NORM_EPS = 1e-12
+TANH_GELU = ("gelu_tanh", "gelu_new", "gelu_pytorch_tanh")
+
+
+def to_keras_hub(encoder: BertEncoder, allow_gelu_approximation: bool = False):
     """Returns a keras-hub `BertBackbone` holding this encoder's weights.
 
     keras-hub's BERT hard-codes the tanh approximation of GELU, so only an
     encoder with `hidden_act="gelu_tanh"` (or its aliases) computes the same
-    function there; any other activation is refused.
+    function there. Any other activation is refused unless
+    `allow_gelu_approximation`, which puts the weights of an exact-GELU encoder
+    into the tanh-GELU backbone anyway (see `keras_hub_max_difference` for
+    what that changes).
     """
     import keras_hub
 
     c = encoder.config
-    if c.hidden_act not in ("gelu_tanh", "gelu_new", "gelu_pytorch_tanh"):
-        raise ValueError(f"keras-hub's BertBackbone uses tanh-approximated GELU; this encoder "
-                         f"uses hidden_act={c.hidden_act!r}")
+    if c.hidden_act not in TANH_GELU and not (allow_gelu_approximation and c.hidden_act == "gelu"):
+        raise ValueError(f"keras-hub's BertBackbone uses tanh-approximated GELU; this encoder uses "
+                         f"hidden_act={c.hidden_act!r}" +
+                         (" (pass allow_gelu_approximation, --allow_gelu_approximation, to export it anyway)"
+                          if c.hidden_act == "gelu" else ""))
+    if c.layer_norm_eps != _KERAS_HUB_LAYER_NORM_EPS:
+        raise ValueError(f"keras-hub's BertBackbone uses layer_norm_eps={_KERAS_HUB_LAYER_NORM_EPS}; "
+                         f"this encoder uses {c.layer_norm_eps}")
     backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=c.vocab_size, num_layers=c.num_hidden_layers,
-        num_heads=c.num_attention_heads, hidden_dim=c.hidden_size,
-        intermediate_dim=c.intermediate_size, dropout=c.hidden_dropout_prob,
-        max_sequence_length=c.max_position_embeddings, num_segments=c.type_vocab_size)
+        **{theirs: getattr(c, ours) for ours, theirs in _KERAS_HUB_CONFIG.items()})
     targets = _variables_by_path(backbone)
     for path, variable in _variables_by_path(encoder).items():
         target = targets.pop(keras_hub_path(path))
@@ -651,3 +799,74 @@ def to_keras_hub(encoder: BertEncoder):
     if targets:
         raise CheckpointMismatchError(f"keras-hub variable {sorted(targets)[0]} was not assigned")
     return backbone
+
+
+def keras_hub_max_difference(encoder: BertEncoder, backbone, seq_length: int = 64) -> float:
+    """Largest |difference| between the encoder's and a keras-hub backbone's
+    sequence and pooled outputs, on a seeded random batch of 2 padded sequences."""
+    rng = np.random.default_rng(0)
+    seq_length = min(seq_length, encoder.config.max_position_embeddings)
+    mask = (np.arange(seq_length)[None, :] < [[seq_length], [seq_length // 2]]).astype(np.int32)
+    ids = rng.integers(0, encoder.config.vocab_size, size=mask.shape, dtype=np.int32) * mask
+    types = (np.arange(seq_length)[None, :] >= seq_length // 4).astype(np.int32) * mask
+    ours = encoder({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})
+    theirs = backbone({"token_ids": ids, "padding_mask": mask, "segment_ids": types})
+    keep = mask.astype(bool)  # padding positions carry no meaning in either model
+    return float(max(
+        np.abs(np.asarray(ours["sequence_output"])[keep] - np.asarray(theirs["sequence_output"])[keep]).max(),
+        np.abs(np.asarray(ours["pooled_output"]) - np.asarray(theirs["pooled_output"])).max()))
+
+
+def save_keras_hub_preset(encoder: BertEncoder, directory: str | os.PathLike,
+                          vocab_file: str | os.PathLike | None = None, do_lower_case: bool | None = None,
+                          allow_gelu_approximation: bool = False) -> str:
+    """Writes a keras-hub preset directory of the encoder (and its tokenizer).
+
+    `keras_hub.models.BertBackbone.from_preset(directory)` and, with a vocab,
+    `keras_hub.models.BertTokenizer.from_preset(directory)` load it;
+    `load_encoder` reads it back. Pretraining heads have no place in a
+    backbone preset. Written atomically, like `save_model_dir`.
+
+    Args:
+        encoder: the encoder; see `to_keras_hub` for the activations allowed.
+        directory: the folder to write (replaced when it exists).
+        vocab_file: the vocab of the tokenizer preset; None writes no tokenizer.
+        do_lower_case: the tokenizer's casing (lower-casing and accent
+            stripping, as the original); None takes `encoder.config.do_lower_case`.
+        allow_gelu_approximation: see `to_keras_hub`.
+
+    Returns:
+        The directory written.
+    """
+    import keras_hub
+
+    backbone = to_keras_hub(encoder, allow_gelu_approximation)
+    lower = encoder.config.do_lower_case if do_lower_case is None else do_lower_case
+    with _staged(directory) as tmp:
+        backbone.save_to_preset(tmp)
+        if vocab_file is not None:
+            keras_hub.models.BertTokenizer(vocabulary=os.fspath(vocab_file), lowercase=lower,
+                                           strip_accents=lower).save_to_preset(tmp)
+    return os.fspath(directory)
+
+
+def _keras_hub_source(directory: str, config: BertConfig) -> _Source:
+    """A keras-hub preset's weights, under the TF1 names (`keras_hub_path` read backwards)."""
+    import keras_hub
+
+    backbone = keras_hub.models.BertBackbone.from_preset(directory)
+    variables = {path: v.numpy() for path, v in _variables_by_path(backbone).items()}
+    by_path = {keras_hub_path(e.path): e.tf1 for e in encoder_table(config)}
+    heads = (config.num_attention_heads, config.head_size)
+    shapes = {}
+    for path, value in variables.items():
+        shape = value.shape
+        # Join keras-hub's separate attention heads, [.., N, D, ..] -> [.., N * D, ..].
+        for i in range(len(shape) - 1):
+            if "self_attention_layer/" in path and shape[i:i + 2] == heads:
+                shape = shape[:i] + (heads[0] * heads[1],) + shape[i + 2:]
+                break
+        shapes[by_path.get(path, path)] = shape  # unknown names stay, to be reported unused
+    tf1_to_path = {tf1: path for path, tf1 in by_path.items()}
+    return _Source(directory, shapes,
+                   lambda tf1: np.reshape(variables[tf1_to_path[tf1]], shapes[tf1]))
