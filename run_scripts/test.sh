@@ -2,10 +2,7 @@
 # Installs bert_tf with its test extras and runs the whole suite (CPU only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# seqeval (NER F1) ships only as an sdist whose build pulls a setuptools_scm that fails
-# without network-installed plugins; build it against an older setuptools_scm instead.
-python -m pip install -q "setuptools_scm<9" wheel
-python -m pip install -q --no-build-isolation seqeval
 python -m pip install -q -e ".[test]"
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}" CUDA_VISIBLE_DEVICES=""
-python -m pytest -q tests "$@"
+# A worker per core; a test file's tests stay on one worker, so its module fixtures run once.
+python -m pytest -q -n auto --dist loadfile tests "$@"

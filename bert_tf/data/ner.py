@@ -6,7 +6,9 @@
   - `convert_to_features` tokenizes words into word pieces, labels each
     word's first piece and packs `[CLS] pieces [SEP]` to max_seq_length;
     `word_tags` maps piece-level predictions back to words.
-  - `entity_scores` is entity-level precision/recall/F1 by seqeval.
+  - `entities` reads entities from tags by conlleval's chunk rules (as
+    seqeval's default mode); `entity_scores` is entity-level
+    precision/recall/F1 from them.
   - `people_daily_ner` writes the People's Daily 1998 demo (character-level
     BIO, PER/LOC/ORG) as CoNLL files; `dictionary_tags` is its baseline.
 
@@ -28,8 +30,6 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import tensorflow as tf
 from absl import logging
-from seqeval.metrics import classification_report
-from seqeval.metrics.sequence_labeling import get_entities
 
 from bert_tf.data import corpora
 from bert_tf.data.tokenization import BertTokenizer
@@ -294,13 +294,39 @@ def word_tags(predicted_ids: np.ndarray, features: dict[str, np.ndarray],
     return result
 
 
-def entity_scores(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> dict[str, Any]:
-    """Entity-level precision, recall and F1, as seqeval (conlleval rules) computes them.
+def entities(tags: Sequence[str]) -> list[tuple[str, int, int]]:
+    """The entities of one sentence's tags by conlleval's chunk rules, as seqeval's default mode reads them.
 
-    An entity counts as found only if its type and both ends match. seqeval's
-    default mode reads chunks the way conlleval does, which covers BIO, IOB1
-    and BIOES, and also reads invalid predicted sequences (an I-X after O
-    starts an entity).
+    The rules cover BIO, IOB1 and BIOES at once and read any sequence: an
+    entity ends after E- or S-, before B-, S- or O, and where the type
+    changes; it starts at B- or S-, at I- or E- after O, E- or S-, and where
+    the type changes (so an I-X after O starts one). `bert_tf.export`'s
+    `_chunk_bounds` is the same rules as graph ops.
+
+    Args:
+      tags: "O" or PREFIX-TYPE with PREFIX one of B, I, E, S.
+
+    Returns:
+      (type, first index, last index) of each entity, in order.
+    """
+    found, start = [], 0
+    previous, previous_type = "O", ""
+    for i, tag in enumerate([*tags, "O"]):
+        prefix, entity_type = tag[0], tag[2:]
+        if previous != "O" and (previous in "ES" or prefix in "BSO" or entity_type != previous_type):
+            found.append((previous_type, start, i - 1))
+        if prefix != "O" and (prefix in "BS" or previous in "ESO" or entity_type != previous_type):
+            start = i
+        previous, previous_type = prefix, entity_type
+    return found
+
+
+def entity_scores(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """Entity-level precision, recall and F1 (micro average and per type), as seqeval computes them.
+
+    An entity counts as found only if its type and both ends match; entities
+    are read by `entities`, so invalid predicted sequences are scored too. A
+    ratio with a zero denominator is 0 (seqeval's zero_division=0).
 
     Args:
       gold: the true tags, one list per sentence.
@@ -309,29 +335,31 @@ def entity_scores(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[st
     Returns:
       {"precision", "recall", "f1": floats over all entities (micro average),
        "support": number of gold entities,
-       "per_type": {type: {"precision", "recall", "f1", "support"}}}.
+       "per_type": {type: {"precision", "recall", "f1", "support"}} for every
+       type gold or predicted, sorted by type}.
 
     Raises:
       ValueError: the numbers or lengths of sentences differ.
     """
     if len(gold) != len(predicted):
         raise ValueError(f"{len(gold)} gold sentences but {len(predicted)} predicted")
+    true, found, correct = collections.Counter(), collections.Counter(), collections.Counter()
     for i, (g, p) in enumerate(zip(gold, predicted)):
         if len(g) != len(p):
             raise ValueError(f"sentence {i}: {len(g)} gold tags but {len(p)} predicted")
-    gold, predicted = [list(g) for g in gold], [list(p) for p in predicted]
-    if not any(get_entities(g) or get_entities(p) for g, p in zip(gold, predicted)):
-        # seqeval would average over no type at all (numpy warns).
-        return {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 0, "per_type": {}}
-    report = classification_report(gold, predicted, output_dict=True, zero_division=0)
+        g, p = set(entities(g)), set(entities(p))
+        true.update(entity[0] for entity in g)
+        found.update(entity[0] for entity in p)
+        correct.update(entity[0] for entity in g & p)
 
-    def scores(row: dict) -> dict[str, float | int]:
-        return {"precision": float(row["precision"]), "recall": float(row["recall"]),
-                "f1": float(row["f1-score"]), "support": int(row["support"])}
+    def scores(tp: int, n_found: int, n_true: int) -> dict[str, float | int]:
+        precision = tp / n_found if n_found else 0.0
+        recall = tp / n_true if n_true else 0.0
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        return {"precision": precision, "recall": recall, "f1": f1, "support": n_true}
 
-    averages = ("micro avg", "macro avg", "weighted avg")
-    return {**scores(report["micro avg"]),
-            "per_type": {name: scores(row) for name, row in report.items() if name not in averages}}
+    return {**scores(correct.total(), found.total(), true.total()),
+            "per_type": {t: scores(correct[t], found[t], true[t]) for t in sorted(true | found)}}
 
 
 def entity_tags(length: int, entity_type: str, scheme: str = "BIO") -> list[str]:
@@ -361,7 +389,7 @@ def dictionary_tags(train: Sequence[TaggedSentence], sentences: Sequence[Sequenc
     """
     counts: dict[tuple[str, ...], collections.Counter] = collections.defaultdict(collections.Counter)
     for sentence in train:
-        for entity_type, start, end in get_entities(list(sentence.tags)):
+        for entity_type, start, end in entities(sentence.tags):
             counts[sentence.words[start:end + 1]][entity_type] += 1
     dictionary = {words: min(c, key=lambda t: (-c[t], t)) for words, c in counts.items()}
     longest = max(map(len, dictionary), default=0)

@@ -17,6 +17,7 @@ from bert_tf.modeling.task_models import CRF_LEARNING_RATE_MULTIPLIER, BertTagge
 from bert_tf.training import finetuning, tasks
 from bert_tf.training.finetuning import FinetuningConfig, write_json
 from bert_tf.training.optimization import OptimizerConfig
+from bert_tf.training.output_lock import lock_output_dir
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +51,7 @@ def predict_tags(model: BertTagger, features: dict, batch_size: int) -> np.ndarr
 
 def evaluate(model: BertTagger, data: ner.ConllFile, features: dict, tags: list[str],
              batch_size: int) -> dict:
-    """Entity-level precision, recall, F1 (seqeval), overall and per type."""
+    """Entity-level precision, recall, F1 (conlleval rules), overall and per type."""
     predicted = ner.word_tags(predict_tags(model, features, batch_size), features, tags)
     return ner.entity_scores([s.tags for s in data.sentences], predicted)
 
@@ -65,6 +66,7 @@ def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train
     Raises:
         checkpoints.CaseMismatchError: `do_lower_case` contradicts the casing
             `init_checkpoint` records and `allow_case_mismatch` is false.
+        OSError: another live run holds the output directory (lock_output_dir).
     """
     if not init_checkpoint:
         raise ValueError("--init_checkpoint is required")
@@ -92,48 +94,49 @@ def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train
     read = lambda name, tags=None: ner.read_conll(  # noqa: E731
         paths[name], scheme=data.scheme, tags=tags, skip_bad_rows=data.skip_bad_rows)
     report: dict = {}
-    os.makedirs(output_dir, exist_ok=True)
-    if do_train:
-        train = read("train")
-        if data.demo_subsample:
-            train = dataclasses.replace(train, sentences=train.sentences[:data.demo_subsample])
-        tags = ner.learn_tags(train.sentences, data.scheme)
-        logging.info("%d training sentences (%d skipped), tags %s", len(train.sentences),
-                     len(train.skipped), tags)
-        dev = read("dev", tags) if paths["dev"] else None
-        dev_features = ner.convert_to_features(dev.sentences, tokenizer, tags, max_seq_length) if dev else None
-        features = ner.convert_to_features(train.sentences, tokenizer, tags, max_seq_length)
-        model_inputs = {k: features[k] for k in ("input_word_ids", "input_mask", "input_type_ids", "label_ids")}
-        task_info = {"task": "tagging", "labels": tags, "crf": use_crf, "scheme": data.scheme,
-                     "crf_learning_rate_multiplier": CRF_LEARNING_RATE_MULTIPLIER, "max_seq_length": max_seq_length,
-                     "do_lower_case": tokenizer.lower_case}
+    with lock_output_dir(output_dir, strategy):
+        if do_train:
+            train = read("train")
+            if data.demo_subsample:
+                train = dataclasses.replace(train, sentences=train.sentences[:data.demo_subsample])
+            tags = ner.learn_tags(train.sentences, data.scheme)
+            logging.info("%d training sentences (%d skipped), tags %s", len(train.sentences),
+                         len(train.skipped), tags)
+            dev = read("dev", tags) if paths["dev"] else None
+            dev_features = ner.convert_to_features(dev.sentences, tokenizer, tags, max_seq_length) if dev else None
+            features = ner.convert_to_features(train.sentences, tokenizer, tags, max_seq_length)
+            model_inputs = {k: features[k]
+                            for k in ("input_word_ids", "input_mask", "input_type_ids", "label_ids")}
+            task_info = {"task": "tagging", "labels": tags, "crf": use_crf, "scheme": data.scheme,
+                         "crf_learning_rate_multiplier": CRF_LEARNING_RATE_MULTIPLIER,
+                         "max_seq_length": max_seq_length, "do_lower_case": tokenizer.lower_case}
 
-        def dev_scores(model):
-            scores = evaluate(model, dev, dev_features, tags, config.eval_batch_size)
-            return {k: scores[k] for k in ("f1", "precision", "recall")}
+            def dev_scores(model):
+                scores = evaluate(model, dev, dev_features, tags, config.eval_batch_size)
+                return {k: scores[k] for k in ("f1", "precision", "recall")}
 
-        report["train"] = finetuning.run_finetuning(
-            lambda: build_task_model(model_config, task_info),
-            tasks.TaggingTask(use_crf), optimizer,
-            dataclasses.replace(config, output_dir=output_dir, init_checkpoint=init_checkpoint,
-                                best_metric="f1"),
-            strategy, model_inputs, dev_scores if dev else None, vocab_file, task_info)
-        trained = checkpoints.load_task_model(os.path.join(output_dir, "best"))
-    for name, wanted in (("dev", do_eval), ("test", do_predict)):
-        if not (wanted and paths[name]):
-            continue
-        split = read(name, tags)
-        features = ner.convert_to_features(split.sentences, tokenizer, tags, max_seq_length)
-        predicted = ner.word_tags(predict_tags(trained, features, config.eval_batch_size), features, tags)
-        if name == "test":
-            ner.write_conll(os.path.join(output_dir, "test_predictions.txt"),
-                            [dataclasses.replace(s, tags=t) for s, t in zip(split.sentences, predicted)])
-        if any(tag != "O" for s in split.sentences for tag in s.tags) or name == "dev":
-            report[name] = ner.entity_scores([s.tags for s in split.sentences], predicted)
-            write_json(os.path.join(output_dir, f"{'eval' if name == 'dev' else 'test'}_results.json"),
-                       report[name])
-    if data.demo and "test" in report:
-        train, test = read("train"), read("test", tags)
-        baseline = ner.dictionary_tags(train.sentences, [s.words for s in test.sentences], data.scheme)
-        report["baseline_dictionary"] = ner.entity_scores([s.tags for s in test.sentences], baseline)
-    return report
+            report["train"] = finetuning.run_finetuning(
+                lambda: build_task_model(model_config, task_info),
+                tasks.TaggingTask(use_crf), optimizer,
+                dataclasses.replace(config, output_dir=output_dir, init_checkpoint=init_checkpoint,
+                                    best_metric="f1"),
+                strategy, model_inputs, dev_scores if dev else None, vocab_file, task_info)
+            trained = checkpoints.load_task_model(os.path.join(output_dir, "best"))
+        for name, wanted in (("dev", do_eval), ("test", do_predict)):
+            if not (wanted and paths[name]):
+                continue
+            split = read(name, tags)
+            features = ner.convert_to_features(split.sentences, tokenizer, tags, max_seq_length)
+            predicted = ner.word_tags(predict_tags(trained, features, config.eval_batch_size), features, tags)
+            if name == "test":
+                ner.write_conll(os.path.join(output_dir, "test_predictions.txt"),
+                                [dataclasses.replace(s, tags=t) for s, t in zip(split.sentences, predicted)])
+            if any(tag != "O" for s in split.sentences for tag in s.tags) or name == "dev":
+                report[name] = ner.entity_scores([s.tags for s in split.sentences], predicted)
+                write_json(os.path.join(output_dir, f"{'eval' if name == 'dev' else 'test'}_results.json"),
+                           report[name])
+        if data.demo and "test" in report:
+            train, test = read("train"), read("test", tags)
+            baseline = ner.dictionary_tags(train.sentences, [s.words for s in test.sentences], data.scheme)
+            report["baseline_dictionary"] = ner.entity_scores([s.tags for s in test.sentences], baseline)
+        return report

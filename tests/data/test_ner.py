@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 import pytest
-from seqeval.metrics import f1_score, precision_score, recall_score
+from seqeval.metrics import classification_report, f1_score
 from seqeval.metrics.sequence_labeling import get_entities
 
 from bert_tf.data import ner
@@ -46,7 +46,7 @@ def test_read_bioes_and_iob1():
     with pytest.raises(ValueError, match=r"ner_iob1.txt:1: tag I-ORG at the start of a sentence is not valid in BIO$"):
         ner.read_conll(_fixture("ner_iob1.txt"), scheme="BIO")
     # Entities as conlleval reads IOB1: Paris and Berlin are two places.
-    assert get_entities(list(iob1.sentences[1].tags)) == [("LOC", 1, 1), ("LOC", 2, 2), ("LOC", 4, 4)]
+    assert ner.entities(iob1.sentences[1].tags) == [("LOC", 1, 1), ("LOC", 2, 2), ("LOC", 4, 4)]
 
 
 GOOD = b"A O\nB O\n\n"
@@ -183,16 +183,33 @@ def test_entity_scores():
         ner.entity_scores(gold, [predicted[0], predicted[1][:4]])
 
 
+# Every prefix of BIO, IOB1 and BIOES over two types: random sequences are mostly invalid in every scheme.
+ANY_TAGS = ["O"] + [f"{prefix}-{kind}" for prefix in "BIES" for kind in ("LOC", "PER")]
+
+
+def _random_tags(rng, count):
+    return [[ANY_TAGS[i] for i in rng.integers(0, len(ANY_TAGS), n)] for n in rng.integers(1, 13, count)]
+
+
+def test_entities_agree_with_seqeval_on_random_tags():
+    for sentence in _random_tags(np.random.default_rng(0), 5000):
+        assert ner.entities(sentence) == get_entities(sentence), sentence
+
+
 def test_entity_scores_agree_with_seqeval_on_random_tags():
     rng = np.random.default_rng(0)
-    tags = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
-    gold = [[tags[i] for i in rng.integers(0, 5, n)] for n in rng.integers(1, 12, 200)]
-    predicted = [[tags[i] if rng.random() < 0.3 else g for g in sentence]
-                 for sentence, i in zip(gold, rng.integers(0, 5, 200))]
-    scores = ner.entity_scores(gold, predicted)
-    assert 0.3 < scores["f1"] < 0.95
-    assert (scores["precision"], scores["recall"], scores["f1"]) == (
-        precision_score(gold, predicted), recall_score(gold, predicted), f1_score(gold, predicted))
+    for _ in range(20):
+        gold = _random_tags(rng, 50)
+        predicted = [[ANY_TAGS[rng.integers(len(ANY_TAGS))] if rng.random() < 0.3 else tag for tag in g]
+                     for g in gold]
+        report = classification_report(gold, predicted, output_dict=True, zero_division=0)
+        scores = ner.entity_scores(gold, predicted)
+        assert 0.2 < scores["f1"] < 0.95
+        # Exactly seqeval's floats, per type and micro-averaged.
+        assert {**scores.pop("per_type"), "micro avg": scores} == {
+            name: {"precision": row["precision"], "recall": row["recall"], "f1": row["f1-score"],
+                   "support": row["support"]}
+            for name, row in report.items() if name not in ("macro avg", "weighted avg")}
 
 
 def test_dictionary_tags():
@@ -224,7 +241,7 @@ def test_people_daily_character_tags():
                  ("北京", "ns"), ("海淀区", "ns"), ("。", "w"), ("好", "a"), ("！", "w")]
     sentences = [ner._character_tags(s) for s in ner._sentences_of(paragraph)]
     assert ["".join(s.words) for s in sentences] == ["中共中央总书记江泽民在北京海淀区。", "好！"]
-    assert get_entities(list(sentences[0].tags)) == [
+    assert ner.entities(sentences[0].tags) == [
         ("ORG", 0, 3), ("PER", 7, 9), ("LOC", 11, 12), ("LOC", 13, 15)]
     assert sentences[1].tags == ("O", "O")
 
@@ -247,7 +264,7 @@ def test_people_daily_ner_files(tmp_path, monkeypatch):
     assert paths == {name: tmp_path / "corpora" / "people_daily_ner" / f"{name}.txt"
                      for name in ("train", "dev", "test")}
     data = {name: ner.read_conll(path).sentences for name, path in paths.items()}
-    counts = {name: (len(s), collections.Counter(e[0] for x in s for e in get_entities(list(x.tags))))
+    counts = {name: (len(s), collections.Counter(e[0] for x in s for e in ner.entities(x.tags)))
               for name, s in data.items()}
     assert counts == {
         "train": (35626, {"LOC": 22544, "PER": 15410, "ORG": 2811}),
