@@ -31,8 +31,6 @@ def main(argv: list[str]) -> None:
     if FLAGS.num_cpu_devices > 1:
         distribute.split_cpu(FLAGS.num_cpu_devices)
     try:
-        os.makedirs(FLAGS.output_dir, exist_ok=True)
-        bert_flags.write_flags_file(os.path.join(FLAGS.output_dir, "flags.txt"))
         strategy = distribute.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
         data = pretraining_job.DataConfig(
             input_files=tuple(FLAGS.input_file or ()),

@@ -248,17 +248,6 @@ def flag_values() -> dict[str, object]:
     return {name: FLAGS[name].value for name in sorted(ours) if FLAGS[name].value is not None}
 
 
-def write_flags_file(path: str) -> None:
-    """Writes the effective flags as a flagfile (atomically), so a run can be repeated."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        for name, value in flag_values().items():
-            if isinstance(value, list):
-                value = ",".join(map(str, value))
-            f.write(f"--{name}={value}\n")
-    os.replace(tmp, path)
-
-
 def define_finetuning_flags() -> None:
     """Flags every fine-tuning driver shares (original run_classifier.py names where one exists)."""
     from bert_tf.training.distribute import STRATEGIES

@@ -24,6 +24,7 @@ from typing import Protocol, Sequence
 
 import tensorflow as tf
 from absl import logging
+from tensorflow.python.data.ops import readers  # _TFRecordDataset: see pretraining_dataset()
 
 from bert_tf.data import pretraining, pretraining_records
 from bert_tf.data.masking import MaskedLmMasker
@@ -160,7 +161,11 @@ def pretraining_dataset(file_patterns: Sequence[str], *, batch_size: int, max_se
         `skip_corrupt_records`; the message names the file).
     """
     files = check_record_files(pretraining.expand_input_patterns(file_patterns), skip_corrupt_records)
-    ds = tf.data.Dataset.from_tensor_slices(files)
+    # File indices, not names, read by the one-file reader (tf.data.TFRecordDataset
+    # wraps even one name in a flat_map whose checkpointed state holds the path): a
+    # checkpointed iterator then names no file, so a run directory moved elsewhere
+    # resumes reading its records where it was.
+    ds = tf.data.Dataset.range(len(files))
     pipelines = input_context.num_input_pipelines if input_context else 1
     pipeline_id = input_context.input_pipeline_id if input_context else 0
     shard_files = len(files) >= pipelines
@@ -168,9 +173,12 @@ def pretraining_dataset(file_patterns: Sequence[str], *, batch_size: int, max_se
         ds = ds.shard(pipelines, pipeline_id)
     if is_training:
         ds = ds.shuffle(len(files), seed=seed)
-    read = tf.data.TFRecordDataset
-    if skip_corrupt_records:
-        read = lambda f: tf.data.TFRecordDataset(f).ignore_errors(log_warning=True)  # noqa: E731
+    names = tf.constant(files)
+
+    def read(index):
+        records = readers._TFRecordDataset(names[index])
+        return records.ignore_errors(log_warning=True) if skip_corrupt_records else records
+
     ds = ds.interleave(read, cycle_length=min(len(files), 8), num_parallel_calls=AUTOTUNE,
                        deterministic=True)
     if not shard_files:

@@ -24,6 +24,7 @@ from bert_tf.modeling.task_models import BertClassifier
 from bert_tf.training import finetuning, glue_metrics, tasks
 from bert_tf.training.finetuning import FinetuningConfig, write_json
 from bert_tf.training.optimization import OptimizerConfig
+from bert_tf.training.output_lock import lock_output_dir
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +123,7 @@ def run(data: ClassifierData, *, init_checkpoint: str | None, output_dir: str,
     Raises:
         checkpoints.CaseMismatchError: `do_lower_case` contradicts the casing
             `init_checkpoint` records and `allow_case_mismatch` is false.
+        OSError: another live run holds the output directory (lock_output_dir).
     """
     if not init_checkpoint:
         raise ValueError("--init_checkpoint is required: a model directory, TF1 checkpoint or HF directory")
@@ -151,54 +153,54 @@ def run(data: ClassifierData, *, init_checkpoint: str | None, output_dir: str,
     encode = lambda examples: classification.encode_examples(  # noqa: E731
         examples, tokenizer, max_seq_length, label_list=label_list, regression=regression)
     report: dict = {}
-    os.makedirs(output_dir, exist_ok=True)
+    with lock_output_dir(output_dir, strategy):
 
-    dev_sets = {name: encode(read()) for name, read in splits.evals.items()} if (do_train or do_eval) else {}
-    if do_train:
-        if splits.train is None:
-            raise ValueError("--do_train needs a training split")
-        train_examples = splits.train()
-        train = encode(train_examples)
-        train, counts = classification.filter_by_length(
-            train, min_seq_tokens=data.min_seq_tokens, max_seq_tokens=data.max_seq_tokens)
-        report["length_filter"] = dataclasses.asdict(counts)
-        logging.info("length filter: %s", report["length_filter"])
-        first_dev = next(iter(dev_sets.values()), None)
-        evaluate = None if first_dev is None else (
-            lambda model: _evaluate(model, first_dev, config.eval_batch_size, splits, regression))
-        task_info = {"task": "classification", "labels": label_list, "head": head,
-                     "max_seq_length": max_seq_length, "do_lower_case": lower,
-                     "text_pair": train_examples.text_pairs is not None}
-        report["train"] = finetuning.run_finetuning(
-            lambda: BertClassifier(model_config, len(label_list) if label_list else 1, head=head),
-            tasks.ClassificationTask(regression), optimizer,
-            dataclasses.replace(config, output_dir=output_dir, init_checkpoint=init_checkpoint,
-                                best_metric="score"),
-            strategy, train.features, evaluate, vocab_file, task_info)
-        trained = checkpoints.load_task_model(os.path.join(output_dir, "best"))
-    if do_eval:
-        report["eval"] = {name: _evaluate(trained, encoded, config.eval_batch_size, splits, regression)
-                          for name, encoded in dev_sets.items()}
-        write_json(os.path.join(output_dir, "eval_results.json"), report["eval"])
-    if do_predict:
-        for name, read in splits.tests.items():
-            examples = read()
-            encoded = encode(examples)
-            predicted = _predictions(trained, encoded, config.eval_batch_size, regression)
-            if splits.glue_task is not None:
-                path = glue.write_submission(output_dir, splits.glue_task.name, name, encoded.ids, predicted)
-            else:
-                path = _write_predictions(output_dir, name, encoded.ids, predicted, label_list)
-            if examples.labels is not None:
-                report.setdefault("test", {})[name] = _evaluate(
-                    trained, encoded, config.eval_batch_size, splits, regression)
-            logging.info("wrote %s", path)
-        if "test" in report:
-            write_json(os.path.join(output_dir, "test_results.json"), report["test"])
-    if data.demo and "test" in report:
-        demo = classification.make_demo_splits(data.demo, data.demo_subsample)
-        report["baseline_tfidf_accuracy"] = classification.tfidf_baseline(demo.train, demo.test)
-    return report
+        dev_sets = {name: encode(read()) for name, read in splits.evals.items()} if (do_train or do_eval) else {}
+        if do_train:
+            if splits.train is None:
+                raise ValueError("--do_train needs a training split")
+            train_examples = splits.train()
+            train = encode(train_examples)
+            train, counts = classification.filter_by_length(
+                train, min_seq_tokens=data.min_seq_tokens, max_seq_tokens=data.max_seq_tokens)
+            report["length_filter"] = dataclasses.asdict(counts)
+            logging.info("length filter: %s", report["length_filter"])
+            first_dev = next(iter(dev_sets.values()), None)
+            evaluate = None if first_dev is None else (
+                lambda model: _evaluate(model, first_dev, config.eval_batch_size, splits, regression))
+            task_info = {"task": "classification", "labels": label_list, "head": head,
+                         "max_seq_length": max_seq_length, "do_lower_case": lower,
+                         "text_pair": train_examples.text_pairs is not None}
+            report["train"] = finetuning.run_finetuning(
+                lambda: BertClassifier(model_config, len(label_list) if label_list else 1, head=head),
+                tasks.ClassificationTask(regression), optimizer,
+                dataclasses.replace(config, output_dir=output_dir, init_checkpoint=init_checkpoint,
+                                    best_metric="score"),
+                strategy, train.features, evaluate, vocab_file, task_info)
+            trained = checkpoints.load_task_model(os.path.join(output_dir, "best"))
+        if do_eval:
+            report["eval"] = {name: _evaluate(trained, encoded, config.eval_batch_size, splits, regression)
+                              for name, encoded in dev_sets.items()}
+            write_json(os.path.join(output_dir, "eval_results.json"), report["eval"])
+        if do_predict:
+            for name, read in splits.tests.items():
+                examples = read()
+                encoded = encode(examples)
+                predicted = _predictions(trained, encoded, config.eval_batch_size, regression)
+                if splits.glue_task is not None:
+                    path = glue.write_submission(output_dir, splits.glue_task.name, name, encoded.ids, predicted)
+                else:
+                    path = _write_predictions(output_dir, name, encoded.ids, predicted, label_list)
+                if examples.labels is not None:
+                    report.setdefault("test", {})[name] = _evaluate(
+                        trained, encoded, config.eval_batch_size, splits, regression)
+                logging.info("wrote %s", path)
+            if "test" in report:
+                write_json(os.path.join(output_dir, "test_results.json"), report["test"])
+        if data.demo and "test" in report:
+            demo = classification.make_demo_splits(data.demo, data.demo_subsample)
+            report["baseline_tfidf_accuracy"] = classification.tfidf_baseline(demo.train, demo.test)
+        return report
 
 
 def _write_predictions(output_dir: str, split: str, ids, predicted, label_list) -> str:

@@ -10,8 +10,6 @@ step skipped when its output is already there (so a rerun resumes).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import os
 
 import tensorflow as tf
@@ -25,7 +23,8 @@ from bert_tf.data.pretraining_dataset import pretraining_dataset
 from bert_tf.data.pretraining_writer import PretrainingDataOptions, create_pretraining_data
 from bert_tf.data.tokenization import BertTokenizer, load_vocab, special_token_ids
 from bert_tf.training.optimization import OptimizerConfig
-from bert_tf.training.trainer import PretrainingConfig, run_pretraining
+from bert_tf.training.output_lock import lock_output_dir
+from bert_tf.training.trainer import PretrainingConfig, data_fingerprint, run_pretraining
 
 EMBEDDED_CORPORA = {
     "peoples_daily": lambda: corpora.people_daily_corpus(),
@@ -131,6 +130,14 @@ def resolve_model_config(bert_config_file: str | None, preset: str | None,
         vocab_size=len(vocab), do_lower_case=do_lower_case)
 
 
+def _write_flagfile(path: str, values: dict) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        for name, value in values.items():
+            f.write(f"--{name}={','.join(map(str, value)) if isinstance(value, list) else value}\n")
+    os.replace(tmp, path)
+
+
 def run(data: DataConfig, model_preset: str | None, bert_config_file: str | None,
         optimizer: OptimizerConfig, training: PretrainingConfig, strategy: tf.distribute.Strategy,
         hparams: dict | None = None) -> dict[str, float]:
@@ -140,45 +147,52 @@ def run(data: DataConfig, model_preset: str | None, bert_config_file: str | None
         checkpoints.CaseMismatchError: `data.do_lower_case` contradicts the
             casing `training.init_checkpoint` records and
             `data.allow_case_mismatch` is false.
+        OSError: another live run holds the output directory (lock_output_dir).
     """
     checkpoints.resolve_lower_case(data.do_lower_case, training.init_checkpoint,
                                    allow_mismatch=data.allow_case_mismatch)
-    seq, predictions = training.max_seq_length, training.max_predictions_per_seq
-    if data.input_files:
-        vocab_file, train_files, eval_files = data.vocab_file, list(data.input_files), list(data.eval_input_files)
-    else:
-        vocab_file, train_files, eval_files = prepare_text_data(
-            data, os.path.join(training.output_dir, "data"), seq, predictions)
-    vocab = load_vocab(vocab_file)
-    special = special_token_ids(vocab, vocab_file)
-    model_config = resolve_model_config(bert_config_file, model_preset, vocab, data.do_lower_case)
-    if seq > model_config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={seq} exceeds max_position_embeddings="
-                         f"{model_config.max_position_embeddings} of the model")
-    masker = None
-    if data.dynamic_masking:
-        masker = MaskedLmMasker(vocab_size=len(vocab), mask_id=special["[MASK]"],
-                                pad_id=special["[PAD]"],
-                                unmaskable_ids=(special["[CLS]"], special["[SEP]"], special["[PAD]"]),
-                                max_predictions_per_seq=predictions, masked_lm_prob=data.masked_lm_prob)
+    with lock_output_dir(training.output_dir, strategy):
+        if hparams:  # the driver's flags: output_dir/flags.txt repeats the run
+            _write_flagfile(os.path.join(training.output_dir, "flags.txt"), hparams)
+        seq, predictions = training.max_seq_length, training.max_predictions_per_seq
+        if data.input_files:
+            vocab_file, train_files = data.vocab_file, list(data.input_files)
+            eval_files = list(data.eval_input_files)
+        else:
+            vocab_file, train_files, eval_files = prepare_text_data(
+                data, os.path.join(training.output_dir, "data"), seq, predictions)
+        vocab = load_vocab(vocab_file)
+        special = special_token_ids(vocab, vocab_file)
+        model_config = resolve_model_config(bert_config_file, model_preset, vocab, data.do_lower_case)
+        if seq > model_config.max_position_embeddings:
+            raise ValueError(f"--max_seq_length={seq} exceeds max_position_embeddings="
+                             f"{model_config.max_position_embeddings} of the model")
+        masker = None
+        if data.dynamic_masking:
+            masker = MaskedLmMasker(vocab_size=len(vocab), mask_id=special["[MASK]"],
+                                    pad_id=special["[PAD]"],
+                                    unmaskable_ids=(special["[CLS]"], special["[SEP]"], special["[PAD]"]),
+                                    max_predictions_per_seq=predictions, masked_lm_prob=data.masked_lm_prob)
 
-    def train_dataset_fn(batch_size, context):
-        return pretraining_dataset(train_files, batch_size=batch_size, max_seq_length=seq,
-                                   max_predictions_per_seq=predictions, is_training=True,
-                                   masker=masker, whole_word_mask=data.do_whole_word_mask,
-                                   seed=data.seed, input_context=context,
-                                   skip_corrupt_records=data.skip_corrupt_records)
+        def train_dataset_fn(batch_size, context):
+            return pretraining_dataset(train_files, batch_size=batch_size, max_seq_length=seq,
+                                       max_predictions_per_seq=predictions, is_training=True,
+                                       masker=masker, whole_word_mask=data.do_whole_word_mask,
+                                       seed=data.seed, input_context=context,
+                                       skip_corrupt_records=data.skip_corrupt_records)
 
-    def eval_dataset_fn(batch_size, context):
-        return pretraining_dataset(eval_files, batch_size=batch_size, max_seq_length=seq,
-                                   max_predictions_per_seq=predictions, is_training=False,
-                                   input_context=context, skip_corrupt_records=data.skip_corrupt_records)
+        def eval_dataset_fn(batch_size, context):
+            return pretraining_dataset(eval_files, batch_size=batch_size, max_seq_length=seq,
+                                       max_predictions_per_seq=predictions, is_training=False,
+                                       input_context=context, skip_corrupt_records=data.skip_corrupt_records)
 
-    # A checkpoint's input position only means something for the same files and shapes.
-    fingerprint = hashlib.sha256(json.dumps(
-        [sorted(pretraining.expand_input_patterns(train_files)), seq, predictions,
-         data.dynamic_masking, training.train_batch_size]).encode()).hexdigest()
-    training = dataclasses.replace(training, data_fingerprint=fingerprint)
-    return run_pretraining(model_config, optimizer, training, strategy, train_dataset_fn,
-                           eval_dataset_fn if eval_files else None, vocab=vocab,
-                           vocab_file=vocab_file, hparams=hparams)
+        fingerprint = data_fingerprint(
+            pretraining.expand_input_patterns(train_files), max_seq_length=seq,
+            max_predictions_per_seq=predictions, train_batch_size=training.train_batch_size,
+            dynamic_masking=data.dynamic_masking, masked_lm_prob=data.masked_lm_prob,
+            do_whole_word_mask=data.do_whole_word_mask, seed=data.seed,
+            skip_corrupt_records=data.skip_corrupt_records)
+        training = dataclasses.replace(training, data_fingerprint=fingerprint)
+        return run_pretraining(model_config, optimizer, training, strategy, train_dataset_fn,
+                               eval_dataset_fn if eval_files else None, vocab=vocab,
+                               vocab_file=vocab_file, hparams=hparams)

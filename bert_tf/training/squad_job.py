@@ -16,6 +16,7 @@ from bert_tf.modeling.task_models import BertSpanLabeler
 from bert_tf.training import finetuning, tasks
 from bert_tf.training.finetuning import FinetuningConfig, write_json
 from bert_tf.training.optimization import OptimizerConfig
+from bert_tf.training.output_lock import lock_output_dir
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +71,7 @@ def run(squad_config: SquadConfig, *, init_checkpoint: str | None, output_dir: s
     Raises:
         checkpoints.CaseMismatchError: `do_lower_case` contradicts the casing
             `init_checkpoint` records and `allow_case_mismatch` is false.
+        OSError: another live run holds the output directory (lock_output_dir).
     """
     if not init_checkpoint:
         raise ValueError("--init_checkpoint is required")
@@ -91,36 +93,36 @@ def run(squad_config: SquadConfig, *, init_checkpoint: str | None, output_dir: s
     model_config = model_config.replace(do_lower_case=lower)  # the fine-tuned model records its casing
     tokenizer = BertTokenizer(vocab_file, lower_case=lower)
     report: dict = {}
-    os.makedirs(output_dir, exist_ok=True)
-    if do_train:
-        examples, skipped = squad.read_squad_examples(
-            squad_config.train_file, is_training=True,
-            version_2_with_negative=squad_config.version_2_with_negative,
-            skip_bad_rows=squad_config.skip_bad_rows)
-        arrays, _ = squad.convert_examples_to_features(
-            examples, tokenizer, max_seq_length=max_seq_length, doc_stride=squad_config.doc_stride,
-            max_query_length=squad_config.max_query_length, is_training=True)
-        logging.info("%d questions (%d skipped) -> %d windows", len(examples), skipped,
-                     len(arrays["input_word_ids"]))
-        evaluate = None
-        if squad_config.predict_file:
-            evaluate = lambda model: {k: v for k, v in _predict(  # noqa: E731
-                model, tokenizer, squad_config, max_seq_length, config.eval_batch_size).items()
-                if k in ("exact_match", "exact", "f1")}
-        task_info = {"task": "squad", "max_seq_length": max_seq_length,
-                     "version_2_with_negative": squad_config.version_2_with_negative,
-                     "max_query_length": squad_config.max_query_length,
-                     "max_answer_length": squad_config.max_answer_length,
-                     "null_score_diff_threshold": squad_config.null_score_diff_threshold,
-                     "do_lower_case": tokenizer.lower_case}
-        report["train"] = finetuning.run_finetuning(
-            lambda: BertSpanLabeler(model_config), tasks.SpanTask(), optimizer,
-            dataclasses.replace(config, output_dir=output_dir, init_checkpoint=init_checkpoint,
-                                best_metric="f1" if evaluate else None),
-            strategy, arrays, evaluate, vocab_file, task_info)
-        trained = checkpoints.load_task_model(os.path.join(output_dir, "best"))
-    if do_predict:
-        report["eval"] = _predict(trained, tokenizer, squad_config, max_seq_length,
-                                  config.eval_batch_size, output_dir)
-        write_json(os.path.join(output_dir, "eval_results.json"), report["eval"])
-    return report
+    with lock_output_dir(output_dir, strategy):
+        if do_train:
+            examples, skipped = squad.read_squad_examples(
+                squad_config.train_file, is_training=True,
+                version_2_with_negative=squad_config.version_2_with_negative,
+                skip_bad_rows=squad_config.skip_bad_rows)
+            arrays, _ = squad.convert_examples_to_features(
+                examples, tokenizer, max_seq_length=max_seq_length, doc_stride=squad_config.doc_stride,
+                max_query_length=squad_config.max_query_length, is_training=True)
+            logging.info("%d questions (%d skipped) -> %d windows", len(examples), skipped,
+                         len(arrays["input_word_ids"]))
+            evaluate = None
+            if squad_config.predict_file:
+                evaluate = lambda model: {k: v for k, v in _predict(  # noqa: E731
+                    model, tokenizer, squad_config, max_seq_length, config.eval_batch_size).items()
+                    if k in ("exact_match", "exact", "f1")}
+            task_info = {"task": "squad", "max_seq_length": max_seq_length,
+                         "version_2_with_negative": squad_config.version_2_with_negative,
+                         "max_query_length": squad_config.max_query_length,
+                         "max_answer_length": squad_config.max_answer_length,
+                         "null_score_diff_threshold": squad_config.null_score_diff_threshold,
+                         "do_lower_case": tokenizer.lower_case}
+            report["train"] = finetuning.run_finetuning(
+                lambda: BertSpanLabeler(model_config), tasks.SpanTask(), optimizer,
+                dataclasses.replace(config, output_dir=output_dir, init_checkpoint=init_checkpoint,
+                                    best_metric="f1" if evaluate else None),
+                strategy, arrays, evaluate, vocab_file, task_info)
+            trained = checkpoints.load_task_model(os.path.join(output_dir, "best"))
+        if do_predict:
+            report["eval"] = _predict(trained, tokenizer, squad_config, max_seq_length,
+                                      config.eval_batch_size, output_dir)
+            write_json(os.path.join(output_dir, "eval_results.json"), report["eval"])
+        return report

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import os
 import shutil
 import time
@@ -58,7 +60,7 @@ class PretrainingConfig:
     peak_flops: float | None = None
     seed: int = 12345
     deterministic: bool = False  # enable_op_determinism: bitwise-repeatable runs on one machine
-    data_fingerprint: str = ""
+    data_fingerprint: str = ""  # data_fingerprint() of the training input; resume needs the same
 
     def __post_init__(self) -> None:
         if self.mixed_precision not in PRECISIONS:
@@ -71,6 +73,22 @@ def _worker_info(strategy: tf.distribute.Strategy) -> tuple[int, int]:
     if resolver is None or not resolver.cluster_spec().as_dict():
         return 1, 0
     return resolver.cluster_spec().num_tasks("worker"), resolver.task_id or 0
+
+
+def data_fingerprint(files: Sequence[str], **settings) -> str:
+    """What identifies a training input stream, wherever its files now live.
+
+    A checkpointed input position only means something for the same stream:
+    the same files in the same order and the same settings that shape it
+    (sequence length, batch, masking, seed...). Files count by their path
+    relative to the folder they share and by their size, not by their absolute
+    path, so a run directory moved or copied elsewhere (records written under
+    output_dir/data move with it) resumes at its input position.
+    """
+    files = [os.path.abspath(f) for f in files]
+    root = os.path.commonpath([os.path.dirname(f) for f in files])
+    named = [(os.path.relpath(f, root), os.path.getsize(f)) for f in files]
+    return hashlib.sha256(json.dumps([named, sorted(settings.items())]).encode()).hexdigest()
 
 
 def check_batch_sizes(train_batch_size: int, eval_batch_size: int, replicas: int,
