@@ -84,7 +84,8 @@ class Run:
 class _Server:
     def __init__(self) -> None:
         self._process = subprocess.Popen([sys.executable, "-m", "tests.driver_runs"], cwd=ROOT, env=ENV,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, text=True)
         self._lock = threading.Lock()
         if self._process.stdout.readline().strip() != "ready":
             raise RuntimeError("the driver fork server did not start")
