@@ -210,3 +210,18 @@ def test_keras_hub_cli_refuses_exact_gelu_unless_allowed(demo_dir, batch, tmp_pa
     restored = checkpoints.load_encoder(directory)
     assert restored.config == tanh.config
     _assert_equal_outputs(_ours(tanh, batch), _ours(restored, batch), batch)
+
+
+def test_finetuning_starts_from_a_keras_hub_preset(demo_dir, tmp_path):
+    """The drivers read a preset's config (tanh GELU, its casing) as they read its weights."""
+    encoder = BertEncoder(DEMO.replace(hidden_act="gelu_tanh"))
+    checkpoints.load_weights(encoder, demo_dir)
+    preset = checkpoints.save_keras_hub_preset(encoder, tmp_path / "preset",
+                                               os.path.join(demo_dir, "vocab.txt"))
+    out = tmp_path / "ner"
+    result = driver_runs.run(["run_ner.py", "--train_file=tests/testdata/ner_train.txt",
+                              f"--init_checkpoint={preset}", f"--output_dir={out}", "--do_train",
+                              "--max_seq_length=32", "--train_batch_size=8", "--num_train_epochs=1"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    tagger = checkpoints.load_task_model(str(out / "best"))
+    assert tagger.config == encoder.config

@@ -130,7 +130,8 @@ def run(data: ClassifierData, *, init_checkpoint: str | None, output_dir: str,
     trained = None
     if do_train:
         files = checkpoints.locate(init_checkpoint)
-        model_config = BertConfig.from_json_file(bert_config_file or files.config_file)
+        model_config = (BertConfig.from_json_file(bert_config_file) if bert_config_file
+                        else checkpoints.read_config(files))
         label_list = None
         regression = data.regression or bool(data.task_name and glue.get_task(data.task_name).is_regression)
     else:  # evaluate or predict with a fine-tuned model directory

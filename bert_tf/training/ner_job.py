@@ -73,7 +73,8 @@ def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train
     files = checkpoints.locate(init_checkpoint)
     trained, tags = None, None
     if do_train:
-        model_config = BertConfig.from_json_file(bert_config_file or files.config_file)
+        model_config = (BertConfig.from_json_file(bert_config_file) if bert_config_file
+                        else checkpoints.read_config(files))
     else:
         trained = checkpoints.load_task_model(init_checkpoint)
         model_config, tags = trained.config, trained.task_info["labels"]

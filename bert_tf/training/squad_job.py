@@ -34,16 +34,22 @@ class SquadConfig:
     skip_bad_rows: bool = False
 
 
-def _predict(model, tokenizer, squad_config: SquadConfig, max_seq_length: int, batch_size: int,
-             output_dir: str | None = None) -> dict[str, float]:
-    """Decodes answers for predict_file, writes the prediction files, returns EM/F1."""
+def _read(path: str, is_training: bool, tokenizer, squad_config: SquadConfig, max_seq_length: int):
+    """(examples, skipped questions, feature arrays, window features) of one SQuAD file."""
     examples, skipped = squad.read_squad_examples(
-        squad_config.predict_file, is_training=False,
-        version_2_with_negative=squad_config.version_2_with_negative,
+        path, is_training=is_training, version_2_with_negative=squad_config.version_2_with_negative,
         skip_bad_rows=squad_config.skip_bad_rows)
     arrays, features = squad.convert_examples_to_features(
         examples, tokenizer, max_seq_length=max_seq_length, doc_stride=squad_config.doc_stride,
-        max_query_length=squad_config.max_query_length, is_training=False)
+        max_query_length=squad_config.max_query_length, is_training=is_training)
+    return examples, skipped, arrays, features
+
+
+def _predict(model, tokenizer, squad_config: SquadConfig, max_seq_length: int, batch_size: int,
+             output_dir: str | None = None) -> dict[str, float]:
+    """Decodes answers for predict_file, writes the prediction files, returns EM/F1."""
+    examples, skipped, arrays, features = _read(squad_config.predict_file, False, tokenizer,
+                                                squad_config, max_seq_length)
     logits = finetuning.predict(model, arrays, batch_size, seq_outputs=("start_logits", "end_logits"))
     predictions = squad.decode_predictions(
         features, logits["start_logits"], logits["end_logits"], n_best_size=squad_config.n_best_size,
@@ -77,7 +83,11 @@ def run(squad_config: SquadConfig, *, init_checkpoint: str | None, output_dir: s
         raise ValueError("--init_checkpoint is required")
     files = checkpoints.locate(init_checkpoint)
     trained = None if do_train else checkpoints.load_task_model(init_checkpoint)
-    model_config = trained.config if trained else BertConfig.from_json_file(bert_config_file or files.config_file)
+    if trained:
+        model_config = trained.config
+    else:
+        model_config = (BertConfig.from_json_file(bert_config_file) if bert_config_file
+                        else checkpoints.read_config(files))
     vocab_file = vocab_file or files.vocab_file
     if not vocab_file:
         raise ValueError(f"--vocab_file is required: {init_checkpoint} has no vocab.txt")
@@ -95,13 +105,8 @@ def run(squad_config: SquadConfig, *, init_checkpoint: str | None, output_dir: s
     report: dict = {}
     with lock_output_dir(output_dir, strategy):
         if do_train:
-            examples, skipped = squad.read_squad_examples(
-                squad_config.train_file, is_training=True,
-                version_2_with_negative=squad_config.version_2_with_negative,
-                skip_bad_rows=squad_config.skip_bad_rows)
-            arrays, _ = squad.convert_examples_to_features(
-                examples, tokenizer, max_seq_length=max_seq_length, doc_stride=squad_config.doc_stride,
-                max_query_length=squad_config.max_query_length, is_training=True)
+            examples, skipped, arrays, _ = _read(squad_config.train_file, True, tokenizer,
+                                                 squad_config, max_seq_length)
             logging.info("%d questions (%d skipped) -> %d windows", len(examples), skipped,
                          len(arrays["input_word_ids"]))
             evaluate = None
