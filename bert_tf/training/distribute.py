@@ -35,6 +35,14 @@ def get_strategy(name: str = "auto", tpu_address: str | None = None) -> tf.distr
     return tf.distribute.TPUStrategy(resolver)
 
 
+def worker_info(strategy: tf.distribute.Strategy) -> tuple[int, int]:
+    """(number of workers, this worker's index)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return 1, 0
+    return resolver.cluster_spec().num_tasks("worker"), resolver.task_id or 0
+
+
 def split_cpu(num_devices: int) -> None:
     """Splits the host CPU into `num_devices` logical devices (before TF initialises)."""
     cpu = tf.config.list_physical_devices("CPU")[0]

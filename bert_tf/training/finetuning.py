@@ -23,9 +23,9 @@ from absl import logging
 from bert_tf import checkpoints
 from bert_tf.data.classification import write_text_atomically
 from bert_tf.data.packing import trim_padding
-from bert_tf.training import tasks
+from bert_tf.training import distribute, tasks
 from bert_tf.training.optimization import OptimizerConfig
-from bert_tf.training.trainer import (PRECISIONS, NonFiniteGuard, TrainStep, _Summaries, _worker_info,
+from bert_tf.training.trainer import (PRECISIONS, NonFiniteGuard, TrainStep, _Summaries,
                                      build_for_training, save_checkpoint, training_state)
 
 Features = dict[str, np.ndarray]
@@ -147,7 +147,7 @@ def run_finetuning(build_model: Callable[[], keras.Model], task: tasks.Task,
     Returns:
         The last train metrics ("train/NAME") and the best dev metrics ("eval/NAME").
     """
-    num_workers, worker = _worker_info(strategy)
+    num_workers, worker = distribute.worker_info(strategy)
     examples = len(train_features["input_word_ids"])
     steps_per_epoch = max(1, examples // config.train_batch_size)
     total_steps = max(1, math.ceil(steps_per_epoch * config.num_train_epochs))

@@ -10,7 +10,7 @@ from typing import Iterator
 
 import tensorflow as tf
 
-from bert_tf.training.trainer import _worker_info
+from bert_tf.training.distribute import worker_info
 
 
 @contextlib.contextmanager
@@ -28,7 +28,7 @@ def lock_output_dir(output_dir: str, strategy: tf.distribute.Strategy) -> Iterat
         OSError: another live process holds the lock; the message names the
             directory and that process.
     """
-    _, worker = _worker_info(strategy)
+    _, worker = worker_info(strategy)
     os.makedirs(output_dir, exist_ok=True)
     path = os.path.join(output_dir, ".lock" if worker == 0 else f".worker_{worker}.lock")
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

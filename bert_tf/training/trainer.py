@@ -17,6 +17,7 @@ from absl import logging
 from bert_tf import checkpoints
 from bert_tf.configs import BertConfig
 from bert_tf.modeling.pretrainer import BertPretrainer
+from bert_tf.training import distribute
 from bert_tf.training import metrics as metrics_lib
 from bert_tf.training import tasks
 from bert_tf.training.optimization import OptimizerConfig, create_optimizer
@@ -65,14 +66,6 @@ class PretrainingConfig:
     def __post_init__(self) -> None:
         if self.mixed_precision not in PRECISIONS:
             raise ValueError(f"mixed_precision must be one of {', '.join(PRECISIONS)}")
-
-
-def _worker_info(strategy: tf.distribute.Strategy) -> tuple[int, int]:
-    """(number of workers, this worker's index)."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not resolver.cluster_spec().as_dict():
-        return 1, 0
-    return resolver.cluster_spec().num_tasks("worker"), resolver.task_id or 0
 
 
 def data_fingerprint(files: Sequence[str], **settings) -> str:
@@ -359,7 +352,7 @@ def run_pretraining(model_config: BertConfig, optimizer_config: OptimizerConfig,
     replicas = strategy.num_replicas_in_sync
     check_batch_sizes(config.train_batch_size, config.eval_batch_size, replicas,
                       config.gradient_accumulation_steps)
-    num_workers, worker = _worker_info(strategy)
+    num_workers, worker = distribute.worker_info(strategy)
     chief = worker == 0
     logging.info("%s: %d replica(s) on %d worker(s); this is worker %d", type(strategy).__name__,
                  replicas, num_workers, worker)
