@@ -289,6 +289,12 @@ def define_finetuning_flags() -> None:
         "mixed_precision", "auto", list(PRECISIONS) + ["auto"],
         "auto: mixed_bfloat16 where the hardware has fast bfloat16, else float32."))
     _define_once("jit_compile", lambda: flags.DEFINE_boolean("jit_compile", False, "XLA."))
+    flags.DEFINE_float("layerwise_lr_decay", 1.0,
+                       "Layer-wise learning-rate decay: each Transformer layer's rate times this to the "
+                       "power of its distance from the top (pooler and task head 1, embeddings lowest); "
+                       "1 is off.", lower_bound=0.0, upper_bound=1.0)
+    flags.DEFINE_integer("reinit_top_layers", 0, "Re-initialise the top N encoder layers and the pooler "
+                         "instead of taking them from --init_checkpoint.", lower_bound=0)
     flags.DEFINE_boolean("length_bucketing", False,
                          "Batch training rows of similar length together (buckets of 8 tokens): "
                          "less padding, faster on data of mixed lengths; batches are then less mixed.")
@@ -325,6 +331,7 @@ def finetuning_options():
     optimizer = OptimizerConfig(optimizer=FLAGS.optimizer, learning_rate=FLAGS.learning_rate,
                                 weight_decay=FLAGS.weight_decay,
                                 adam_bias_correction=FLAGS.adam_bias_correction,
+                                layerwise_lr_decay=FLAGS.layerwise_lr_decay,
                                 num_train_steps=0, num_warmup_steps=0)
     config = FinetuningConfig(
         output_dir=FLAGS.output_dir, train_batch_size=FLAGS.train_batch_size,
@@ -333,5 +340,5 @@ def finetuning_options():
         gradient_accumulation_steps=FLAGS.gradient_accumulation_steps, log_steps=FLAGS.log_steps,
         seed=FLAGS.random_seed, mixed_precision=distribute.resolve_precision(FLAGS.mixed_precision),
         jit_compile=FLAGS.jit_compile, length_bucketing=FLAGS.length_bucketing,
-        deterministic=FLAGS.deterministic)
+        deterministic=FLAGS.deterministic, reinit_top_layers=FLAGS.reinit_top_layers)
     return optimizer, config, distribute.get_strategy(FLAGS.distribution_strategy)

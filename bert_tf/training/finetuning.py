@@ -50,12 +50,36 @@ class FinetuningConfig:
     seed: int = 12345
     deterministic: bool = False  # enable_op_determinism: bitwise-repeatable runs on one machine
     best_metric: str | None = None  # the dev metric that picks the kept model (higher is better)
+    reinit_top_layers: int = 0  # top encoder blocks (and the pooler) not taken from init_checkpoint
 
     def __post_init__(self) -> None:
         if self.mixed_precision not in PRECISIONS:
             raise ValueError(f"mixed_precision must be one of {', '.join(PRECISIONS)}")
         if self.num_train_epochs <= 0:
             raise ValueError(f"num_train_epochs must be positive, got {self.num_train_epochs}")
+        if self.reinit_top_layers < 0:
+            raise ValueError(f"reinit_top_layers must be >= 0, got {self.reinit_top_layers}")
+
+
+def initialise_encoder(model: keras.Model, init_checkpoint: str, reinit_top_layers: int = 0) -> None:
+    """Loads the pretrained encoder into a freshly built task model, except its top blocks.
+
+    The top `reinit_top_layers` Transformer blocks and, with any, the pooler keep
+    the values the model was built with (BERT's initialisation: truncated normal
+    kernels and embeddings, zero biases, LayerNorm 1 and 0), as the task head does.
+
+    Raises:
+        ValueError: more blocks to re-initialise than the encoder has.
+    """
+    layers = model.config.num_hidden_layers
+    if reinit_top_layers > layers:
+        raise ValueError(f"--reinit_top_layers={reinit_top_layers} exceeds the model's {layers} layers")
+    fresh = tuple(f"layer_{i}/" for i in range(layers - reinit_top_layers, layers))
+    fresh += ("pooler/",) if reinit_top_layers else ()
+    kept = [(v, v.numpy()) for v in model.encoder.weights if v.path.startswith(fresh)]
+    checkpoints.load_weights(model.encoder, init_checkpoint)
+    for variable, value in kept:
+        variable.assign(value)
 
 
 def _seq_keys(features: Features) -> tuple[str, ...]:
@@ -178,8 +202,10 @@ def run_finetuning(build_model: Callable[[], keras.Model], task: tasks.Task,
         manager.checkpoint.restore(latest).assert_existing_objects_matched()
         logging.info("resuming from checkpoint %s at step %d", latest, int(global_step.numpy()))
     elif config.init_checkpoint:
-        checkpoints.load_weights(model.encoder, config.init_checkpoint)
-        logging.info("initialised the encoder from %s", config.init_checkpoint)
+        initialise_encoder(model, config.init_checkpoint, config.reinit_top_layers)
+        logging.info("initialised the encoder from %s%s", config.init_checkpoint,
+                     f" but its top {config.reinit_top_layers} layer(s) and pooler"
+                     if config.reinit_top_layers else "")
 
     steps = TrainStep(model, optimizer, strategy, task, train_batch_size=config.train_batch_size,
                       eval_batch_size=config.eval_batch_size,

@@ -4,6 +4,7 @@ LAMB from Keras, with the original weight-decay exclusions."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import keras
 import tensorflow as tf
@@ -37,10 +38,29 @@ class OptimizerConfig:
     # Off, as in google-research/bert's AdamWeightDecayOptimizer, which pretrained
     # and fine-tuned BERT without it; used by adamw and adam (LAMB always corrects).
     adam_bias_correction: bool = False
+    # Layer-wise learning-rate decay (fine-tuning): see `layerwise_lr_scale`; 1.0 is off.
+    layerwise_lr_decay: float = 1.0
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        if not 0.0 < self.layerwise_lr_decay <= 1.0:
+            raise ValueError(f"layerwise_lr_decay must be in (0, 1], got {self.layerwise_lr_decay}")
+        if self.layerwise_lr_decay != 1.0 and self.optimizer == "lamb":
+            raise ValueError("--layerwise_lr_decay needs --optimizer=adamw or adam (LAMB scales its own steps)")
+
+
+def layerwise_lr_scale(path: str, num_layers: int, decay: float) -> float:
+    """The factor on the learning rate of the variable at `path` under layer-wise decay.
+
+    decay ** (distance from the top): the pooler and the task head are the top
+    (factor 1), Transformer block i (`layer_i/...`) is num_layers - i below it
+    and the embeddings num_layers + 1, the lowest.
+    """
+    block = re.match(r"layer_(\d+)/", path)
+    if block:
+        return decay ** (num_layers - int(block.group(1)))
+    return decay ** (num_layers + 1) if path.startswith("embeddings/") else 1.0
 
 
 class _PreReducedGradients:
@@ -95,12 +115,17 @@ class FusedAdamW(keras.optimizers.AdamW):
     betas 3.2x at step 1, 6.6x at step 12, 1.3x at step 1000), which the warmup tempers.
     """
 
-    def __init__(self, *args, bias_correction: bool = True, **kwargs):
+    def __init__(self, *args, bias_correction: bool = True, layerwise_lr_decay: float = 1.0,
+                 num_layers: int = 0, **kwargs):
         super().__init__(*args, **kwargs)
         self.bias_correction = bias_correction
+        self.layerwise_lr_decay, self.num_layers = layerwise_lr_decay, num_layers
 
     def build(self, variables):
         super().build(variables)
+        # Each variable's learning-rate factor, by its index (update_step gets replica copies).
+        self._lr_scales = [layerwise_lr_scale(v.path, self.num_layers, self.layerwise_lr_decay)
+                           for v in variables]
         # One compiled function per optimizer: a module-level one would keep traces
         # that refer to an earlier optimizer's (deleted) variables.
         self._fused_update = tf.function(_adamw_update, jit_compile=True)
@@ -110,29 +135,35 @@ class FusedAdamW(keras.optimizers.AdamW):
 
     def update_step(self, gradient, variable, learning_rate):
         dtype = variable.dtype
-        alpha = tf.cast(learning_rate, dtype)
+        index = self._get_variable_index(variable)
+        alpha = tf.cast(learning_rate, dtype) * self._lr_scales[index]
         decay = (alpha * tf.cast(self.weight_decay, dtype) if self._use_weight_decay(variable)
                  else tf.zeros([], dtype))
         if self.bias_correction:
             step = tf.cast(self.iterations + 1, dtype)
             alpha *= tf.sqrt(1.0 - tf.pow(tf.cast(self.beta_2, dtype), step)) / (
                 1.0 - tf.pow(tf.cast(self.beta_1, dtype), step))
-        index = self._get_variable_index(variable)
         m = _local_copy(self._momentums[index].value, variable)
         v = _local_copy(self._velocities[index].value, variable)
         self._fused_update(variable, m, v, gradient, alpha, decay, self.beta_1, self.beta_2,
                            self.epsilon)
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "bias_correction": self.bias_correction}
+        return {**super().get_config(), "bias_correction": self.bias_correction,
+                "layerwise_lr_decay": self.layerwise_lr_decay, "num_layers": self.num_layers}
 
 
 def _pre_reduced(cls):
     return type(cls.__name__, (_PreReducedGradients, cls), {})
 
 
-def create_optimizer(config: OptimizerConfig, mixed_precision: str = "float32") -> keras.optimizers.Optimizer:
-    """Builds the optimizer; mixed_float16 wraps it in dynamic loss scaling."""
+def create_optimizer(config: OptimizerConfig, mixed_precision: str = "float32",
+                     num_layers: int = 0) -> keras.optimizers.Optimizer:
+    """Builds the optimizer; mixed_float16 wraps it in dynamic loss scaling.
+
+    `num_layers` (the model's Transformer blocks) places the layers for
+    `config.layerwise_lr_decay`.
+    """
     schedule = WarmupPolynomialDecay(config.learning_rate, config.num_train_steps,
                                      config.num_warmup_steps, config.end_learning_rate,
                                      config.decay_power)
@@ -144,7 +175,9 @@ def create_optimizer(config: OptimizerConfig, mixed_precision: str = "float32") 
     else:  # adam is adamw without decay, so that both take the same update
         weight_decay = config.weight_decay if config.optimizer == "adamw" else 0.0
         optimizer = _pre_reduced(FusedAdamW)(weight_decay=weight_decay,
-                                             bias_correction=config.adam_bias_correction, **common)
+                                             bias_correction=config.adam_bias_correction,
+                                             layerwise_lr_decay=config.layerwise_lr_decay,
+                                             num_layers=num_layers, **common)
     if config.optimizer != "adam":
         optimizer.exclude_from_weight_decay(var_names=NO_DECAY_NAMES)
     if mixed_precision == "mixed_float16":

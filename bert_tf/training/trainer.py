@@ -105,7 +105,8 @@ def build_for_training(build_model: Callable[[], keras.Model], optimizer_config:
     try:
         with strategy.scope():
             model = build_model()
-            optimizer = create_optimizer(optimizer_config, mixed_precision)
+            optimizer = create_optimizer(optimizer_config, mixed_precision,
+                                         num_layers=model.config.num_hidden_layers)
             optimizer.build(model.trainable_variables)
             global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
     finally:

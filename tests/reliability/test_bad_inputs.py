@@ -170,6 +170,9 @@ CASES = [
     ("classify-case-mismatch", lambda f: _classify(f, do_lower_case="false"), "--do_lower_case=False"),
     ("classify-accumulation-not-divisible", lambda f: _classify(f, train_batch_size=3,
                                                                 gradient_accumulation_steps=2), "--train_batch_size"),
+    ("classify-reinit-above-layers", lambda f: _classify(f, reinit_top_layers=9), "--reinit_top_layers=9"),
+    ("classify-layerwise-decay-with-lamb", lambda f: _classify(f, layerwise_lr_decay=0.9, optimizer="lamb"),
+     "--layerwise_lr_decay"),
     # run_squad.py
     ("squad-answer-not-at-start", lambda f: _squad(f), "v1q1"),
     ("squad-not-json", lambda f: _squad(f, train_file=f["bad_json"]), "bad.json"),

@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import checkpoints
+from bert_tf.configs import BertConfig
 from bert_tf.modeling.heads import HEADS
 from bert_tf.modeling.pretrainer import BertPretrainer
 from bert_tf.modeling.task_models import BertClassifier, BertSpanLabeler
@@ -118,3 +119,38 @@ def test_predict_batches_by_length_and_returns_rows_in_order(tiny_config):
         one = {k: features[k][row:row + 1, :lengths[row]] for k in tasks.ENCODER_INPUTS}
         np.testing.assert_allclose(out["start_logits"][row, :lengths[row]],
                                    model(one)["start_logits"][0], atol=1e-5)
+
+
+def test_reinit_top_layers_keeps_fresh_values_for_the_top_blocks_and_pooler(tmp_path):
+    config = BertConfig(vocab_size=99, hidden_size=128, num_hidden_layers=3, num_attention_heads=4,
+                        intermediate_size=256, max_position_embeddings=64)
+    pretrained = BertPretrainer(config)
+    for variable in pretrained.weights:  # values no initialiser gives: every one tells where it came from
+        variable.assign(variable.numpy() + 0.5)
+    model_dir = checkpoints.save_model_dir(pretrained, tmp_path / "pretrained")
+    stored = {v.path: v.numpy() for v in pretrained.encoder.weights}
+
+    model = BertClassifier(config, 2)
+    built = {v.path: v.numpy() for v in model.encoder.weights}
+    finetuning.initialise_encoder(model, model_dir, reinit_top_layers=1)
+    fresh = [p for p in built if p.startswith(("layer_2/", "pooler/"))]
+    assert len(fresh) == 18 and {p.split("/")[0] for p in fresh} == {"layer_2", "pooler"}
+    for variable in model.encoder.weights:
+        expected = built if variable.path in fresh else stored
+        np.testing.assert_array_equal(variable.numpy(), expected[variable.path], err_msg=variable.path)
+    # BERT's initialisation: truncated normal (stddev 0.02, cut at 2 stddev) kernels, zero biases,
+    # LayerNorm gamma 1 and beta 0.
+    kernels = np.concatenate([built[p].ravel() for p in fresh if p.endswith("kernel")])
+    assert abs(kernels.mean()) < 5e-4 and 0.016 < kernels.std() < 0.019 and np.abs(kernels).max() <= 0.04
+    for path in fresh:
+        if path.endswith(("bias", "beta")):
+            assert not built[path].any(), path
+        elif path.endswith("gamma"):
+            assert (built[path] == 1).all(), path
+
+    untouched = BertClassifier(config, 2)
+    finetuning.initialise_encoder(untouched, model_dir)
+    for variable in untouched.encoder.weights:
+        np.testing.assert_array_equal(variable.numpy(), stored[variable.path], err_msg=variable.path)
+    with pytest.raises(ValueError, match="--reinit_top_layers=4 exceeds the model's 3 layers"):
+        finetuning.initialise_encoder(BertClassifier(config, 2), model_dir, reinit_top_layers=4)

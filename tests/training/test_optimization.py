@@ -163,3 +163,36 @@ def test_bias_corrected_adamw_updates_as_keras_adamw_with_the_bert_exclusions(re
 
     _assert_close(_train(lambda: create_optimizer(config), replicas), _train(reference),
                   rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("bias_correction", [False, True])
+def test_layerwise_lr_decay_scales_each_variables_step(tiny_config, bias_correction):
+    """Each update is the plain one times decay ** (distance from the top): pooler and head 1,
+    block i decay ** (layers - i), the embeddings decay ** (layers + 1)."""
+    from bert_tf.modeling.task_models import BertClassifier
+
+    model = BertClassifier(tiny_config, 2)
+    variables = model.trainable_variables
+    start = [v.numpy() for v in variables]
+    rng = np.random.default_rng(0)
+    gradients = [rng.standard_normal(v.shape).astype(np.float32) for v in variables]
+
+    def step(decay):
+        for variable, value in zip(variables, start):
+            variable.assign(value)
+        optimizer = create_optimizer(OptimizerConfig(
+            learning_rate=1e-3, num_train_steps=10, num_warmup_steps=0, weight_decay=0.01,
+            adam_bias_correction=bias_correction, layerwise_lr_decay=decay), num_layers=2)
+        optimizer.build(variables)
+        optimizer.apply([tf.constant(g) for g in gradients], variables)
+        return [v.numpy() - s for v, s in zip(variables, start)]
+
+    plain, decayed = step(1.0), step(0.5)
+    expected = {"embeddings": 0.5 ** 3, "layer_0": 0.5 ** 2, "layer_1": 0.5, "pooler": 1.0, "classifier": 1.0}
+    assert {v.path.split("/")[0] for v in variables} == set(expected)
+    for variable, a, b in zip(variables, plain, decayed):
+        # Steps are 1e-5 to 1e-3; atol is float32's rounding of a value near 1 (LayerNorm gamma).
+        np.testing.assert_allclose(b, a * expected[variable.path.split("/")[0]], rtol=1e-5, atol=2e-7,
+                                   err_msg=variable.path)
+    with pytest.raises(ValueError, match="layerwise_lr_decay needs"):
+        OptimizerConfig(optimizer="lamb", layerwise_lr_decay=0.9)
