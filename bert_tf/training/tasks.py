@@ -10,25 +10,13 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from bert_tf.modeling import losses
+
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 def _hits(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
     return tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)
-
-
-@tf.function(jit_compile=True)
-def _weighted_xent_and_hits(logits: tf.Tensor, labels: tf.Tensor,
-                            weights: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """sum(weight * cross-entropy), sum(weight * [argmax == label]) over `[..., V]` float32 logits.
-
-    Compiled by XLA on its own: softmax, cross-entropy and argmax over the vocab
-    fuse into a few passes over the `[B, P, V]` logits, about twice as fast on a
-    CPU as the separate kernels; the rest of the step keeps TensorFlow's
-    (oneDNN) matmuls.
-    """
-    xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-    return tf.reduce_sum(xent * weights), tf.reduce_sum(_hits(logits, labels) * weights)
 
 
 def _examples(features: dict) -> tf.Tensor:
@@ -57,7 +45,8 @@ class Task:
 
 
 class PretrainingTask(Task):
-    """Masked LM (weighted by masked_lm_weights) + next-sentence prediction."""
+    """Masked LM (weighted by masked_lm_weights) + next-sentence prediction: the sums of
+    `bert_tf.modeling.losses`, whose means are `pretraining_loss`."""
 
     model_inputs = ENCODER_INPUTS + ("masked_lm_positions",)
     loss_terms = {"mlm_loss": "mlm_weight", "nsp_loss": "examples"}
@@ -67,15 +56,12 @@ class PretrainingTask(Task):
                 "examples": _examples(features)}
 
     def sums(self, features, outputs):
-        weights = tf.cast(features["masked_lm_weights"], tf.float32)
-        labels = tf.cast(features["masked_lm_ids"], tf.int32)
-        mlm_loss, mlm_correct = _weighted_xent_and_hits(tf.cast(outputs["mlm_logits"], tf.float32),
-                                                        labels, weights)
-        nsp_labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
-        nsp_logits = tf.cast(outputs["nsp_logits"], tf.float32)
-        nsp = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=nsp_labels, logits=nsp_logits)
+        mlm_loss, mlm_correct = losses.masked_lm_sums(features["masked_lm_ids"], outputs["mlm_logits"],
+                                                      features["masked_lm_weights"])
+        nsp_loss, nsp_correct = losses.next_sentence_sums(features["next_sentence_labels"],
+                                                          outputs["nsp_logits"])
         return {"mlm_loss": mlm_loss, "mlm_correct": mlm_correct,
-                "nsp_loss": tf.reduce_sum(nsp), "nsp_correct": tf.reduce_sum(_hits(nsp_logits, nsp_labels))}
+                "nsp_loss": nsp_loss, "nsp_correct": nsp_correct}
 
     def summarize(self, totals):
         out = super().summarize(totals)

@@ -17,8 +17,9 @@ def test_masked_lm_loss_is_weighted_mean():
     weights = np.array([[1, 1, 1, 0, 0], [1, 0, 0, 0, 0], [1, 1, 1, 1, 1]], np.float32)
     expected = (_cross_entropy(logits, labels) * weights).sum() / weights.sum()
     assert np.isclose(float(losses.masked_lm_loss(labels, logits, weights)), expected, rtol=1e-6)
-    total, weight = losses.masked_lm_loss_sum(labels, logits, weights)
-    assert float(weight) == 9.0 and np.isclose(float(total), expected * 9, rtol=1e-6)
+    total, hits = losses.masked_lm_sums(labels, logits, weights)
+    assert np.isclose(float(total), expected * 9, rtol=1e-6)
+    assert float(hits) == ((logits.argmax(-1) == labels) * weights).sum()
 
 
 def test_masked_lm_loss_is_zero_without_predictions():
@@ -42,14 +43,25 @@ def test_losses_are_float32_for_half_precision_logits():
     assert losses.next_sentence_loss(tf.zeros((2,), tf.int32), logits[:, 0, :2]).dtype == tf.float32
 
 
-def test_pretraining_task_sums_equal_the_plain_kernels():
+def test_training_sums_and_the_public_loss_are_one_loss():
+    """What the training step divides (PretrainingTask's sums by its weights) is `pretraining_loss`."""
     from bert_tf.training import tasks
 
     rng = np.random.default_rng(0)
-    logits = tf.constant(rng.normal(size=(4, 5, 50)), tf.float32)
-    labels = tf.constant(rng.integers(0, 50, (4, 5)), tf.int32)
-    weights = tf.constant(rng.integers(0, 2, (4, 5)), tf.float32)
-    loss, hits = tasks._weighted_xent_and_hits(logits, labels, weights)
-    xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-    np.testing.assert_allclose(loss, tf.reduce_sum(xent * weights), rtol=1e-5)
-    assert float(hits) == float(tf.reduce_sum(tasks._hits(logits, labels) * weights))
+    features = {"input_word_ids": np.zeros((4, 8), np.int32),
+                "masked_lm_ids": rng.integers(0, 50, (4, 5)).astype(np.int32),
+                "masked_lm_weights": rng.integers(0, 2, (4, 5)).astype(np.float32),
+                "next_sentence_labels": rng.integers(0, 2, (4,)).astype(np.int32)}
+    outputs = {"mlm_logits": tf.constant(rng.normal(size=(4, 5, 50)), tf.bfloat16),
+               "nsp_logits": tf.constant(rng.normal(size=(4, 2)), tf.bfloat16)}
+    task = tasks.PretrainingTask()
+    totals = {k: float(v) for k, v in {**task.sums(features, outputs), **task.weights(features)}.items()}
+    trained = task.summarize(totals)
+    public = {k: float(v) for k, v in losses.pretraining_loss(features, outputs).items()}
+    assert public.keys() <= trained.keys()
+    for key, value in public.items():
+        assert np.isclose(trained[key], value, rtol=1e-6), key
+    mlm_logits = np.asarray(tf.cast(outputs["mlm_logits"], tf.float32))
+    expected_hits = ((mlm_logits.argmax(-1) == features["masked_lm_ids"]) * features["masked_lm_weights"]).sum()
+    assert totals["mlm_correct"] == expected_hits
+    assert np.isclose(trained["mlm_accuracy"], expected_hits / features["masked_lm_weights"].sum())
