@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,13 +38,13 @@ class Run:
     """A forked driver run, with the part of `subprocess.Popen`'s interface the tests use."""
 
     def __init__(self, args: list[str], pid: int, directory: str):
-        self.args, self.pid, self._dir = args, pid, directory
+        self.args, self.pid, self.directory = args, pid, directory
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
         if self.returncode is None:
             try:
-                with open(os.path.join(self._dir, "rc"), encoding="utf-8") as f:
+                with open(os.path.join(self.directory, "rc"), encoding="utf-8") as f:
                     self.returncode = int(f.read())
             except FileNotFoundError:
                 pass
@@ -68,7 +69,7 @@ class Run:
         self.send_signal(9)
 
     def output(self, name: str) -> str:
-        with open(os.path.join(self._dir, name), encoding="utf-8", errors="replace") as f:
+        with open(os.path.join(self.directory, name), encoding="utf-8", errors="replace") as f:
             return f.read()
 
     def communicate(self, timeout: float | None = None) -> tuple[str, str]:
@@ -119,7 +120,10 @@ def run(command: list[str], cwd: str = ROOT, env: dict | None = None,
         timeout: float = 600) -> subprocess.CompletedProcess:
     """Runs `python *command` to the end: a CompletedProcess with text stdout and stderr."""
     process = start(command, cwd, env)
-    stdout, stderr = process.communicate(timeout)
+    try:
+        stdout, stderr = process.communicate(timeout)
+    finally:
+        shutil.rmtree(process.directory, ignore_errors=True)
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
