@@ -38,6 +38,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.configs import BertConfig
+from bert_tf.io import write_json
 from bert_tf.modeling.encoder import BertEncoder
 from bert_tf.modeling.pretrainer import BertPretrainer
 
@@ -619,7 +620,7 @@ def save_model_dir(model: keras.Model, directory: str | os.PathLike,
         if vocab_file is not None:
             shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_NAME))
         if task_info is not None:
-            _write_json(os.path.join(tmp, TASK_NAME), task_info)
+            write_json(os.path.join(tmp, TASK_NAME), task_info)
         variables = _variables_by_path(model)
         table = _table_for(model)
         names = [e.tf1 for e in table]
@@ -671,22 +672,16 @@ def save_hf_dir(model: BertEncoder | BertPretrainer, directory: str | os.PathLik
     config.update(model_type="bert", architectures=["BertForPreTraining" if heads else "BertModel"],
                   hidden_act=_HF_ACTIVATION.get(config["hidden_act"], config["hidden_act"]))
     with _staged(directory) as tmp:
-        _write_json(os.path.join(tmp, HF_CONFIG_NAME), config)
+        write_json(os.path.join(tmp, HF_CONFIG_NAME), config)
         save_file(tensors, os.path.join(tmp, HF_WEIGHTS_NAME), metadata={"format": "pt"})
         if vocab_file is not None:
             shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_NAME))
-            _write_json(os.path.join(tmp, HF_TOKENIZER_CONFIG_NAME), {
+            write_json(os.path.join(tmp, HF_TOKENIZER_CONFIG_NAME), {
                 "tokenizer_class": "BertTokenizer", "do_lower_case": lower,
                 "model_max_length": model.config.max_position_embeddings,
                 "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
                 "cls_token": "[CLS]", "mask_token": "[MASK]"})
     return os.fspath(directory)
-
-
-def _write_json(path: str, values: dict) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(values, f, indent=2, sort_keys=True, ensure_ascii=False)
-        f.write("\n")
 
 
 @contextlib.contextmanager

@@ -28,7 +28,6 @@ import json
 import math
 import os
 import pathlib
-import tempfile
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
@@ -39,6 +38,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score
 
 from bert_tf.data import corpora
+from bert_tf.io import write_text_atomically
 from bert_tf.data.packing import pack_segments
 from bert_tf.data.tokenization import BertTokenizer
 
@@ -417,22 +417,6 @@ def filter_by_length(encoded: EncodedExamples, *, min_seq_tokens: int = 0,
                      min_seq_tokens, max_seq_tokens or "inf", counts.kept, counts.too_short,
                      counts.too_long)
     return encoded.select(keep), counts
-
-
-def write_text_atomically(path: str | os.PathLike, text: str) -> pathlib.Path:
-    """Writes UTF-8 text so that `path` appears only complete (temp file, then rename)."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.chmod(temp, 0o644)  # mkstemp makes it private; these files are not secret
-        os.replace(temp, path)
-    except BaseException:
-        os.unlink(temp)
-        raise
-    return path
 
 
 # Demo data -----------------------------------------------------------------

@@ -35,7 +35,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from bert_tf.data.classification import Examples, read_examples, write_text_atomically
+from bert_tf.data.classification import Examples, read_examples
+from bert_tf.io import write_text_atomically
 
 _COLA_COLUMNS = ("source", "label", "original_label", "sentence")
 

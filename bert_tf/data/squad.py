@@ -29,7 +29,6 @@ import dataclasses
 import functools
 import json
 import os
-import tempfile
 import unicodedata
 from typing import Any, Iterable, Sequence
 
@@ -37,6 +36,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.data.tokenization import BertTokenizer
+from bert_tf.io import write_text_atomically
 
 # The original run_squad.py splits contexts on these only; other Unicode
 # spaces stay inside a word (the tokenizer still splits on them).
@@ -688,21 +688,6 @@ def decode_predictions(features: Sequence[SquadFeature], start_logits: np.ndarra
     return SquadPredictions(predictions, nbest_all, null_odds if version_2_with_negative else None)
 
 
-def _write_json(path: str, value: Any) -> None:
-    fd, temp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=f".{os.path.basename(path)}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            # ASCII escapes, as the original wrote them: the official
-            # evaluation scripts open files in the locale's encoding.
-            json.dump(value, f, indent=4)
-            f.write("\n")
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        os.unlink(temp)
-        raise
-
-
 def write_predictions(output_dir: str | os.PathLike, predictions: SquadPredictions) -> list[str]:
     """Writes predictions.json, nbest_predictions.json and (v2.0) null_odds.json.
 
@@ -719,5 +704,7 @@ def write_predictions(output_dir: str | os.PathLike, predictions: SquadPredictio
     paths = []
     for name, value in files.items():
         paths.append(os.path.join(output_dir, name))
-        _write_json(paths[-1], value)
+        # ASCII escapes, as the original wrote them: the official
+        # evaluation scripts open files in the locale's encoding.
+        write_text_atomically(paths[-1], json.dumps(value, indent=4) + "\n")
     return paths

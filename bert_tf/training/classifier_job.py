@@ -22,7 +22,8 @@ from bert_tf.data import classification, glue
 from bert_tf.data.tokenization import BertTokenizer
 from bert_tf.modeling.task_models import BertClassifier
 from bert_tf.training import finetuning, glue_metrics, tasks
-from bert_tf.training.finetuning import FinetuningConfig, write_json
+from bert_tf.io import write_json, write_text_atomically
+from bert_tf.training.finetuning import FinetuningConfig
 from bert_tf.training.optimization import OptimizerConfig
 from bert_tf.training.output_lock import lock_output_dir
 
@@ -208,5 +209,5 @@ def _write_predictions(output_dir: str, split: str, ids, predicted, label_list) 
     rows = ["id\tprediction"] + [
         f"{i}\t{label_list[int(p)] if label_list else f'{float(p):.6f}'}" for i, p in zip(ids, predicted)]
     path = os.path.join(output_dir, f"{split}_predictions.tsv")
-    classification.write_text_atomically(path, "\n".join(rows) + "\n")
+    write_text_atomically(path, "\n".join(rows) + "\n")
     return path

@@ -21,7 +21,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints
-from bert_tf.data.classification import write_text_atomically
+from bert_tf.io import write_json
 from bert_tf.data.packing import trim_padding
 from bert_tf.training import distribute, tasks
 from bert_tf.training.optimization import OptimizerConfig
@@ -256,8 +256,3 @@ def run_finetuning(build_model: Callable[[], keras.Model], task: tasks.Task,
         if evaluate is None:  # without a dev set, the last model is the one kept
             checkpoints.save_model_dir(model, os.path.join(config.output_dir, "best"), vocab_file, task_info)
     return results
-
-
-def write_json(path: str, values: dict) -> None:
-    """Writes a results JSON atomically."""
-    write_text_atomically(path, json.dumps(values, indent=2, sort_keys=True, ensure_ascii=False))

@@ -15,7 +15,8 @@ from bert_tf.data import ner
 from bert_tf.data.tokenization import BertTokenizer
 from bert_tf.modeling.task_models import CRF_LEARNING_RATE_MULTIPLIER, BertTagger, build_task_model
 from bert_tf.training import finetuning, tasks
-from bert_tf.training.finetuning import FinetuningConfig, write_json
+from bert_tf.io import write_json
+from bert_tf.training.finetuning import FinetuningConfig
 from bert_tf.training.optimization import OptimizerConfig
 from bert_tf.training.output_lock import lock_output_dir
 

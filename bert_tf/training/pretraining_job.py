@@ -22,6 +22,7 @@ from bert_tf.data.masking import MaskedLmMasker
 from bert_tf.data.pretraining_dataset import pretraining_dataset
 from bert_tf.data.pretraining_writer import PretrainingDataOptions, create_pretraining_data
 from bert_tf.data.tokenization import BertTokenizer, load_vocab, special_token_ids
+from bert_tf.io import write_text_atomically
 from bert_tf.training.optimization import OptimizerConfig
 from bert_tf.training.output_lock import lock_output_dir
 from bert_tf.training.trainer import PretrainingConfig, data_fingerprint, run_pretraining
@@ -130,14 +131,6 @@ def resolve_model_config(bert_config_file: str | None, preset: str | None,
         vocab_size=len(vocab), do_lower_case=do_lower_case)
 
 
-def _write_flagfile(path: str, values: dict) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        for name, value in values.items():
-            f.write(f"--{name}={','.join(map(str, value)) if isinstance(value, list) else value}\n")
-    os.replace(tmp, path)
-
-
 def run(data: DataConfig, model_preset: str | None, bert_config_file: str | None,
         optimizer: OptimizerConfig, training: PretrainingConfig, strategy: tf.distribute.Strategy,
         hparams: dict | None = None) -> dict[str, float]:
@@ -153,7 +146,9 @@ def run(data: DataConfig, model_preset: str | None, bert_config_file: str | None
                                    allow_mismatch=data.allow_case_mismatch)
     with lock_output_dir(training.output_dir, strategy):
         if hparams:  # the driver's flags: output_dir/flags.txt repeats the run
-            _write_flagfile(os.path.join(training.output_dir, "flags.txt"), hparams)
+            write_text_atomically(os.path.join(training.output_dir, "flags.txt"), "".join(
+                f"--{name}={','.join(map(str, value)) if isinstance(value, list) else value}\n"
+                for name, value in hparams.items()))
         seq, predictions = training.max_seq_length, training.max_predictions_per_seq
         if data.input_files:
             vocab_file, train_files = data.vocab_file, list(data.input_files)

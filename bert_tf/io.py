@@ -1,0 +1,30 @@
+"""The one atomic file writer: a file appears complete or not at all."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import tempfile
+from typing import Any
+
+
+def write_text_atomically(path: str | os.PathLike, text: str) -> pathlib.Path:
+    """Writes UTF-8 text so that `path` appears only complete (temp file, then rename)."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.chmod(temp, 0o644)  # mkstemp makes it private; these files are not secret
+        os.replace(temp, path)
+    except BaseException:
+        os.unlink(temp)
+        raise
+    return path
+
+
+def write_json(path: str | os.PathLike, values: Any) -> pathlib.Path:
+    """Writes JSON (sorted keys, indent 2, UTF-8 text) atomically."""
+    return write_text_atomically(path, json.dumps(values, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
