@@ -10,7 +10,8 @@ from __future__ import annotations
 import tensorflow as tf
 
 
-def _hits(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+def argmax_hits(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+    """float32 1.0 where the highest logit is the label's, else 0.0 (accuracy before averaging)."""
     return tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)
 
 
@@ -36,7 +37,7 @@ def masked_lm_sums(masked_lm_ids: tf.Tensor, mlm_logits: tf.Tensor,
     logits = tf.cast(mlm_logits, tf.float32)
     weights = tf.cast(masked_lm_weights, tf.float32)
     xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-    return tf.reduce_sum(xent * weights), tf.reduce_sum(_hits(logits, labels) * weights)
+    return tf.reduce_sum(xent * weights), tf.reduce_sum(argmax_hits(logits, labels) * weights)
 
 
 def next_sentence_sums(next_sentence_labels: tf.Tensor, nsp_logits: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -49,7 +50,7 @@ def next_sentence_sums(next_sentence_labels: tf.Tensor, nsp_logits: tf.Tensor) -
     labels = tf.reshape(tf.cast(next_sentence_labels, tf.int32), [-1])
     logits = tf.cast(nsp_logits, tf.float32)
     xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-    return tf.reduce_sum(xent), tf.reduce_sum(_hits(logits, labels))
+    return tf.reduce_sum(xent), tf.reduce_sum(argmax_hits(logits, labels))
 
 
 def masked_lm_loss(masked_lm_ids: tf.Tensor, mlm_logits: tf.Tensor,

@@ -15,10 +15,6 @@ from bert_tf.modeling import losses
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
 
-def _hits(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-    return tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)
-
-
 def _examples(features: dict) -> tf.Tensor:
     return tf.cast(tf.shape(features["input_word_ids"])[0], tf.float32)
 
@@ -84,7 +80,7 @@ class ClassificationTask(Task):
             return {"loss": tf.reduce_sum(tf.square(error))}
         labels = tf.cast(features["label_ids"], tf.int32)
         loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-        return {"loss": tf.reduce_sum(loss), "correct": tf.reduce_sum(_hits(logits, labels))}
+        return {"loss": tf.reduce_sum(loss), "correct": tf.reduce_sum(losses.argmax_hits(logits, labels))}
 
     def summarize(self, totals):
         out = super().summarize(totals)
@@ -114,7 +110,7 @@ class TaggingTask(Task):
         labeled = labels >= 0
         logits = tf.cast(outputs["logits"], tf.float32)
         safe = tf.where(labeled, labels, 0)
-        hits = tf.reduce_sum(_hits(logits, safe) * tf.cast(labeled, tf.float32))
+        hits = tf.reduce_sum(losses.argmax_hits(logits, safe) * tf.cast(labeled, tf.float32))
         if self.use_crf:  # the CRF runs over the labelled (first-piece) positions
             return {"loss": -tf.reduce_sum(self.crf.log_likelihood(logits, safe, labeled)),
                     "correct": hits}
