@@ -16,6 +16,7 @@ from absl import app, flags
 from bert_tf import flags as bert_flags
 
 bert_flags.define_finetuning_flags()
+bert_flags.define_length_filter_flags()
 flags.DEFINE_string("task_name", None, "A GLUE task: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI, AX.")
 flags.DEFINE_string("data_dir", None, "The GLUE task's folder (glue_data/MRPC).")
 flags.DEFINE_string("train_file", None, "Your training data: CSV, TSV or JSONL with named columns.")
@@ -29,8 +30,6 @@ flags.DEFINE_enum("demo", None, ["product_reviews", "tweets"], "An embedded demo
 flags.DEFINE_integer("demo_subsample", 0, "Use only this many demo examples (0: all).", lower_bound=0)
 flags.DEFINE_enum("head", "pooled", ["pooled", "conv", "conv_avg_max", "concat_last_n"],
                   "Classification head.")
-flags.DEFINE_integer("min_seq_tokens", 0, "Drop training examples shorter than this (0: off).", lower_bound=0)
-flags.DEFINE_integer("max_seq_tokens", 0, "Drop training examples longer than this (0: off).", lower_bound=0)
 FLAGS = flags.FLAGS
 
 
@@ -47,8 +46,7 @@ def main(argv: list[str]) -> None:
             dev_file=FLAGS.dev_file, test_file=FLAGS.test_file, text_column=FLAGS.text_column,
             text_pair_column=FLAGS.text_pair_column, label_column=FLAGS.label_column,
             regression=FLAGS.regression, demo=FLAGS.demo, demo_subsample=FLAGS.demo_subsample,
-            skip_bad_rows=FLAGS.skip_bad_rows, min_seq_tokens=FLAGS.min_seq_tokens,
-            max_seq_tokens=FLAGS.max_seq_tokens)
+            skip_bad_rows=FLAGS.skip_bad_rows, length_filter=bert_flags.length_filter_options())
         report = classifier_job.run(
             data, init_checkpoint=FLAGS.init_checkpoint, output_dir=FLAGS.output_dir,
             do_train=FLAGS.do_train, do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict,

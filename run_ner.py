@@ -16,6 +16,7 @@ from absl import app, flags
 from bert_tf import flags as bert_flags
 
 bert_flags.define_finetuning_flags()
+bert_flags.define_length_filter_flags()
 flags.DEFINE_string("train_file", None, "CoNLL-style training file: token ... tag per line.")
 flags.DEFINE_string("dev_file", None, "CoNLL-style dev file.")
 flags.DEFINE_string("test_file", None, "CoNLL-style test file.")
@@ -38,7 +39,8 @@ def main(argv: list[str]) -> None:
             ner_job.NerData(train_file=FLAGS.train_file, dev_file=FLAGS.dev_file,
                             test_file=FLAGS.test_file, demo=FLAGS.demo,
                             demo_subsample=FLAGS.demo_subsample, scheme=FLAGS.tagging_scheme,
-                            skip_bad_rows=FLAGS.skip_bad_rows),
+                            skip_bad_rows=FLAGS.skip_bad_rows,
+                            length_filter=bert_flags.length_filter_options()),
             init_checkpoint=FLAGS.init_checkpoint, output_dir=FLAGS.output_dir,
             do_train=FLAGS.do_train, do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict,
             max_seq_length=FLAGS.max_seq_length, do_lower_case=FLAGS.do_lower_case,

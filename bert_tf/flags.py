@@ -318,6 +318,26 @@ def define_finetuning_flags() -> None:
         message="--output_dir is an existing file, not a directory")
 
 
+def define_length_filter_flags() -> None:
+    """--min_seq_tokens, --max_seq_tokens, --length_filter_percent: run_classifier.py and run_ner.py."""
+    flags.DEFINE_integer("min_seq_tokens", 0, "Drop training examples shorter than this many word pieces "
+                         "([CLS] and [SEP]s included; 0: off).", lower_bound=0)
+    flags.DEFINE_integer("max_seq_tokens", 0, "Drop training examples longer than this (0: off); "
+                         "--max_seq_tokens=MAX_SEQ_LENGTH drops those that would be cut.", lower_bound=0)
+    flags.DEFINE_float("length_filter_percent", 0.0,
+                       "Instead: drop up to this percentage of the training examples at each end of "
+                       "the length distribution (the bounds used are logged and reported).",
+                       lower_bound=0.0)
+
+
+def length_filter_options():
+    """The length-filter flags as the library's LengthFilter (its checks raise ValueError)."""
+    from bert_tf.data.length_filter import LengthFilter
+
+    return LengthFilter(min_seq_tokens=FLAGS.min_seq_tokens, max_seq_tokens=FLAGS.max_seq_tokens,
+                        drop_percent=FLAGS.length_filter_percent)
+
+
 def finetuning_options():
     """The shared fine-tuning flags as (OptimizerConfig, FinetuningConfig, strategy).
 

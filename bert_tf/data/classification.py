@@ -17,7 +17,7 @@ File conventions:
 
 Encoding turns examples into the model's inputs with `BertTokenizer` and
 `pack_segments`, as NumPy arrays, and keeps each example's token count before
-truncation for the length filter (`filter_by_length`).
+truncation for the length filter (`bert_tf.data.length_filter`).
 """
 
 from __future__ import annotations
@@ -374,49 +374,6 @@ def encode_examples(examples: Examples, tokenizer: BertTokenizer, max_seq_length
             features[LABEL_IDS] = np.array([index[label] for label in examples.labels], np.int32)
     tokens = np.concatenate(num_tokens).astype(np.int32) if num_tokens else np.zeros(0, np.int32)
     return EncodedExamples(features, tokens, list(examples.ids))
-
-
-@dataclasses.dataclass(frozen=True)
-class LengthFilterCounts:
-    """What `filter_by_length` kept and dropped."""
-
-    kept: int
-    too_short: int
-    too_long: int
-
-
-def filter_by_length(encoded: EncodedExamples, *, min_seq_tokens: int = 0,
-                     max_seq_tokens: int = 0) -> tuple[EncodedExamples, LengthFilterCounts]:
-    """Drops examples that are too short or too long (the seed's data-filtering trick).
-
-    Lengths are `EncodedExamples.num_tokens`: the packed length before
-    truncation, [CLS] and [SEP]s included, so `max_seq_tokens=max_seq_length`
-    drops exactly the examples that would be truncated.
-
-    Args:
-      encoded: from `encode_examples`.
-      min_seq_tokens: drop examples shorter than this; 0 keeps all.
-      max_seq_tokens: drop examples longer than this; 0 keeps all.
-
-    Returns:
-      The kept examples in order, and the counts (also logged).
-
-    Raises:
-      ValueError: a negative bound, or min_seq_tokens > max_seq_tokens.
-    """
-    if min_seq_tokens < 0 or max_seq_tokens < 0:
-        raise ValueError("min_seq_tokens and max_seq_tokens must be >= 0 (0 = off)")
-    if max_seq_tokens and min_seq_tokens > max_seq_tokens:
-        raise ValueError(f"min_seq_tokens={min_seq_tokens} exceeds max_seq_tokens={max_seq_tokens}")
-    too_short = encoded.num_tokens < min_seq_tokens
-    too_long = (encoded.num_tokens > max_seq_tokens) if max_seq_tokens else np.zeros_like(too_short)
-    keep = ~(too_short | too_long)
-    counts = LengthFilterCounts(int(keep.sum()), int(too_short.sum()), int(too_long.sum()))
-    if min_seq_tokens or max_seq_tokens:
-        logging.info("length filter [%d, %s] tokens: kept %d, dropped %d too short, %d too long",
-                     min_seq_tokens, max_seq_tokens or "inf", counts.kept, counts.too_short,
-                     counts.too_long)
-    return encoded.select(keep), counts
 
 
 # Demo data -----------------------------------------------------------------

@@ -222,7 +222,9 @@ def convert_to_features(sentences: Sequence[TaggedSentence], tokenizer: BertToke
       (int32 [N, S], the model inputs); `label_ids` (int32 [N, S], the tag id
       on first pieces, IGNORED_LABEL = -1 on other pieces, [CLS], [SEP] and
       padding); `word_ids` (int32 [N, S], the index in its sentence of the
-      word each first piece starts, -1 elsewhere); `num_words` (int32 [N]).
+      word each first piece starts, -1 elsewhere); `num_words` (int32 [N]);
+      `num_tokens` (int32 [N], the sentence's pieces plus [CLS] and [SEP]
+      before truncation, what a length filter reads).
 
     Raises:
       ValueError: a tag is not in `tags`, or max_seq_length < 3.
@@ -244,6 +246,7 @@ def convert_to_features(sentences: Sequence[TaggedSentence], tokenizer: BertToke
         "label_ids": np.full([n, max_seq_length], IGNORED_LABEL, np.int32),
         "word_ids": np.full([n, max_seq_length], -1, np.int32),
         "num_words": np.array([len(sentence.words) for sentence in sentences], np.int32),
+        "num_tokens": np.zeros([n], np.int32),
     }
     first_word, truncated, lost, empty = 0, 0, 0, 0
     for i, sentence in enumerate(sentences):
@@ -261,6 +264,7 @@ def convert_to_features(sentences: Sequence[TaggedSentence], tokenizer: BertToke
         kept = (counts > 0) & (positions <= length)
         features["label_ids"][i, positions[kept]] = [tag_ids[tag] for tag, k in zip(sentence.tags, kept) if k]
         features["word_ids"][i, positions[kept]] = np.flatnonzero(kept)
+        features["num_tokens"][i] = counts.sum() + 2
         truncated += int(counts.sum() > budget)
         lost += int(((counts > 0) & ~kept).sum())
         empty += int((counts == 0).sum())

@@ -19,6 +19,7 @@ from absl import logging
 from bert_tf import checkpoints
 from bert_tf.configs import BertConfig
 from bert_tf.data import classification, glue
+from bert_tf.data.length_filter import LengthFilter, length_mask
 from bert_tf.data.tokenization import BertTokenizer
 from bert_tf.modeling.task_models import BertClassifier
 from bert_tf.training import finetuning, glue_metrics, tasks
@@ -44,8 +45,7 @@ class ClassifierData:
     demo: str | None = None
     demo_subsample: int = 0
     skip_bad_rows: bool = False
-    min_seq_tokens: int = 0
-    max_seq_tokens: int = 0
+    length_filter: LengthFilter = LengthFilter()  # applied to the training split only
 
     def __post_init__(self) -> None:
         sources = [bool(self.task_name), bool(self.train_file or self.dev_file or self.test_file),
@@ -163,10 +163,9 @@ def run(data: ClassifierData, *, init_checkpoint: str | None, output_dir: str,
                 raise ValueError("--do_train needs a training split")
             train_examples = splits.train()
             train = encode(train_examples)
-            train, counts = classification.filter_by_length(
-                train, min_seq_tokens=data.min_seq_tokens, max_seq_tokens=data.max_seq_tokens)
+            keep, counts = length_mask(train.num_tokens, data.length_filter)
+            train = train.select(keep)
             report["length_filter"] = dataclasses.asdict(counts)
-            logging.info("length filter: %s", report["length_filter"])
             first_dev = next(iter(dev_sets.values()), None)
             evaluate = None if first_dev is None else (
                 lambda model: _evaluate(model, first_dev, config.eval_batch_size, splits, regression))

@@ -12,6 +12,7 @@ from absl import logging
 from bert_tf import checkpoints
 from bert_tf.configs import BertConfig
 from bert_tf.data import ner
+from bert_tf.data.length_filter import LengthFilter, length_mask
 from bert_tf.data.tokenization import BertTokenizer
 from bert_tf.modeling.task_models import CRF_LEARNING_RATE_MULTIPLIER, BertTagger, build_task_model
 from bert_tf.training import finetuning, tasks
@@ -32,6 +33,7 @@ class NerData:
     demo_subsample: int = 0
     scheme: str = "BIO"
     skip_bad_rows: bool = False
+    length_filter: LengthFilter = LengthFilter()  # applied to the training sentences only
 
     def __post_init__(self) -> None:
         if bool(self.demo) == bool(self.train_file or self.dev_file or self.test_file):
@@ -107,7 +109,9 @@ def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train
             dev = read("dev", tags) if paths["dev"] else None
             dev_features = ner.convert_to_features(dev.sentences, tokenizer, tags, max_seq_length) if dev else None
             features = ner.convert_to_features(train.sentences, tokenizer, tags, max_seq_length)
-            model_inputs = {k: features[k]
+            keep, counts = length_mask(features["num_tokens"], data.length_filter)
+            report["length_filter"] = dataclasses.asdict(counts)
+            model_inputs = {k: features[k][keep]
                             for k in ("input_word_ids", "input_mask", "input_type_ids", "label_ids")}
             task_info = {"task": "tagging", "labels": tags, "crf": use_crf, "scheme": data.scheme,
                          "crf_learning_rate_multiplier": CRF_LEARNING_RATE_MULTIPLIER,

@@ -324,29 +324,6 @@ def test_label_outside_the_list_is_an_encoding_error(tokenizer, tmp_path):
         classification.encode_examples(examples, tokenizer, 8)
 
 
-def test_length_filter_counts_and_bounds(tokenizer):
-    examples = glue.read_glue(GLUE_DIR / "MNLI", "MNLI", "train")
-    task = glue.get_task("MNLI")
-    encoded = classification.encode_examples(examples, tokenizer, 64, label_list=task.label_list)
-    lengths = encoded.num_tokens
-    low, high = int(np.sort(lengths)[2]), int(np.sort(lengths)[-3])
-    kept, counts = classification.filter_by_length(encoded, min_seq_tokens=low, max_seq_tokens=high)
-    keep = (lengths >= low) & (lengths <= high)
-    assert counts == classification.LengthFilterCounts(int(keep.sum()), int((lengths < low).sum()),
-                                                       int((lengths > high).sum()))
-    assert counts.too_short == 2 and counts.too_long == 2 and counts.kept == 5
-    assert kept.ids == [i for i, k in zip(encoded.ids, keep) if k]
-    np.testing.assert_array_equal(kept.features["label_ids"], encoded.features["label_ids"][keep])
-    np.testing.assert_array_equal(kept.features["input_word_ids"],
-                                  encoded.features["input_word_ids"][keep])
-    same, counts = classification.filter_by_length(encoded)
-    assert counts == classification.LengthFilterCounts(9, 0, 0) and same.ids == encoded.ids
-    with pytest.raises(ValueError, match="exceeds"):
-        classification.filter_by_length(encoded, min_seq_tokens=10, max_seq_tokens=5)
-    with pytest.raises(ValueError, match=">= 0"):
-        classification.filter_by_length(encoded, max_seq_tokens=-1)
-
-
 # Metrics ---------------------------------------------------------------------
 
 _RNG = np.random.default_rng(0)

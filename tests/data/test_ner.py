@@ -112,7 +112,7 @@ def test_features_label_first_pieces(small_tokenizer):
     assert {k: (v.shape, v.dtype) for k, v in features.items()} == {
         **{k: ((2, 14), np.int32) for k in ("input_word_ids", "input_mask", "input_type_ids",
                                             "label_ids", "word_ids")},
-        "num_words": ((2,), np.int32)}
+        "num_words": ((2,), np.int32), "num_tokens": ((2,), np.int32)}
     np.testing.assert_array_equal(features["input_word_ids"], [
         [2, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 3, 0, 0],
         [2, 15, 16, 17, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0]])
@@ -126,6 +126,7 @@ def test_features_label_first_pieces(small_tokenizer):
         [-1, 0, 1, 2, 3, 4, 5, -1, 6, 7, 8, -1, -1, -1],
         [-1, 0, 1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1]])
     np.testing.assert_array_equal(features["num_words"], [9, 2])
+    np.testing.assert_array_equal(features["num_tokens"], [12, 5])  # what a length filter reads
     predicted = np.where(features["label_ids"] >= 0, features["label_ids"], 7)
     assert ner.word_tags(predicted, features, CONLL_TAGS) == [list(s.tags) for s in sentences]
 
@@ -140,6 +141,7 @@ def test_truncation_and_words_without_pieces(small_tokenizer):
     np.testing.assert_array_equal(features["word_ids"], [[-1, 0, 1, 2, 3, 4, 5, -1],
                                                          [-1, 0, 2, -1, -1, -1, -1, -1]])
     np.testing.assert_array_equal(features["label_ids"][1], [-1, 4, 0, -1, -1, -1, -1, -1])
+    np.testing.assert_array_equal(features["num_tokens"], [12, 4])  # before truncation
     # Every position predicted I-ORG: words without a position come back as O.
     tags = ner.word_tags(np.full([2, 8], 7), features, CONLL_TAGS)
     assert tags == [["I-ORG"] * 6 + ["O"] * 3, ["I-ORG", "O", "I-ORG"]]

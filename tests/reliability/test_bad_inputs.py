@@ -173,6 +173,8 @@ CASES = [
     ("classify-reinit-above-layers", lambda f: _classify(f, reinit_top_layers=9), "--reinit_top_layers=9"),
     ("classify-layerwise-decay-with-lamb", lambda f: _classify(f, layerwise_lr_decay=0.9, optimizer="lamb"),
      "--layerwise_lr_decay"),
+    ("classify-length-filter-percent-and-bounds", lambda f: _classify(f, length_filter_percent=5, max_seq_tokens=20),
+     "--length_filter_percent"),
     # run_squad.py
     ("squad-answer-not-at-start", lambda f: _squad(f), "v1q1"),
     ("squad-not-json", lambda f: _squad(f, train_file=f["bad_json"]), "bad.json"),
@@ -187,6 +189,7 @@ CASES = [
     ("ner-one-column", lambda f: _ner(f, train_file=f["ner_one_column"]), "ner_col.txt:2"),
     ("ner-non-utf8", lambda f: _ner(f, train_file=f["ner_bytes"]), "ner_bytes.txt:2"),
     ("ner-case-mismatch", lambda f: _ner(f, do_lower_case="false"), "--allow_case_mismatch"),
+    ("ner-length-filter-percent-50", lambda f: _ner(f, length_filter_percent=50), "--length_filter_percent=50"),
     # export_saved_model.py and the tools
     ("export-not-a-model", lambda f: ["export_saved_model.py", f"--model_dir={f['out']}", "--export_dir=/tmp/x",
                                       "--model_name=m"], "not a model directory"),
