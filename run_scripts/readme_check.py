@@ -72,6 +72,8 @@ RULES = [
     (r"^python run_ner\.py --train_file=",
      f"{FINETUNE} {MODEL_DIR} --train_file=tests/testdata/ner_train.txt --dev_file=tests/testdata/ner_dev.txt "
      "--test_file=tests/testdata/ner_dev.txt"),
+    (r"^python bench/finetune_tricks\.py --tasks=", "--quick --variants=baseline --seeds=1"),
+    (r"^python bench/finetune_tricks\.py --table_only ", ""),
     (r"^python export_saved_model\.py ", ""),
     (r"^python -m bert_tf\.tools\.saved_model_cli show ", ""),
     (r"^python -m bert_tf\.tools\.convert_checkpoint --input=runs/pretrain_demo/model ", ""),
