@@ -99,7 +99,7 @@ COMMON = ("--num_train_epochs=2", "--do_train", "--do_eval=false", "--do_predict
 
 # variant -> (what it is, driver flags, tasks it applies to: None = all)
 VARIANTS = {
-    "baseline": ("pooled [CLS] head (NER: softmax per token)", (), None),
+    "baseline": ("pooled [CLS] head", (), None),  # NER: a softmax per token (see _what)
     "conv": ("convolution head", ("--head=conv",), ("tweets", "reviews")),
     "conv_avg_max": ("convolution + average and max pooling head", ("--head=conv_avg_max",), ("tweets", "reviews")),
     "concat_last_n": ("[CLS] of the last layers concatenated", ("--head=concat_last_n",), ("tweets", "reviews")),
@@ -313,8 +313,22 @@ def summarize(results: dict[tuple[str, str], dict[int, dict]]) -> tuple[str, dic
                     verdicts.append(f"{variant} {'helped' if mean > 0 else 'hurt'} ({mean:+.1f})")
             seconds = statistics.mean(runs[s]["seconds"] for s in seeds)
             figures[f"{name}_{variant}_seconds"] = seconds
-            label = f"{variant} ({what})"
+            label = f"{variant} ({'softmax per token' if variant == 'baseline' and task.is_tagging else what})"
             lines.append(f"| {label} | {len(seeds)} | " + " | ".join(cells) + f" | {diff} | {p} | {seconds:.0f} |")
+        notes = []
+        filtered = next(iter(results.get((name, "length_filter"), {}).values()), None)  # same bounds every seed
+        if filtered:
+            counts = filtered["length_filter"]
+            notes.append(f"length_filter kept {counts['min_seq_tokens']}-{counts['max_seq_tokens']} word pieces: "
+                         f"{counts['too_short']} shorter and {counts['too_long']} longer of "
+                         f"{sum(counts[k] for k in ('kept', 'too_short', 'too_long')):,} training examples dropped")
+        further = next(iter(results.get((name, "further_pretraining"), {}).values()), None)
+        if further:
+            fp = further["further_pretraining"]
+            notes.append(f"further_pretraining: {fp['steps']} steps once for the task ({fp['seconds']:.0f} s), "
+                         f"held-out MLM loss {fp.get('eval_mlm_loss', float('nan')):.2f}, "
+                         f"NSP accuracy {100 * fp.get('eval_nsp_accuracy', float('nan')):.1f}%")
+        lines += [""] + [f"- {note}" for note in notes]
         lines += ["", f"Beyond noise on {name} (paired t-test over seeds, p < 0.05): "
                   f"{'; '.join(verdicts) if verdicts else 'nothing; every difference is within seed noise'}.", ""]
     return "\n".join(lines).rstrip() + "\n", figures
