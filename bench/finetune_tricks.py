@@ -308,7 +308,8 @@ def summarize(results: dict[tuple[str, str], dict[int, dict]]) -> tuple[str, dic
                                                [base[s][f"test_{main}"] for s in paired]).pvalue)
                 figures[f"{name}_{variant}_delta_{main}_mean"] = mean
                 figures[f"{name}_{variant}_delta_{main}_std"] = spread
-                diff, p = f"{mean:+.1f} ± {spread:.1f}", "n/a" if pvalue != pvalue else f"{pvalue:.2f}"
+                diff, p = f"{mean:+.1f} ± {spread:.1f}", ("n/a" if pvalue != pvalue else
+                                                        "<0.01" if pvalue < 0.01 else f"{pvalue:.2f}")
                 if pvalue == pvalue and pvalue < 0.05:
                     verdicts.append(f"{variant} {'helped' if mean > 0 else 'hurt'} ({mean:+.1f})")
             seconds = statistics.mean(runs[s]["seconds"] for s in seeds)
