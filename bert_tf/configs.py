@@ -15,6 +15,10 @@ ACTIVATIONS = ("gelu", "gelu_tanh", "gelu_new", "gelu_pytorch_tanh", "relu")
 ENGLISH_UNCASED_VOCAB_SIZE = 30522
 CHINESE_VOCAB_SIZE = 21128
 
+# The model inputs, int32 [batch_size, seq_length] each: the names every reader, task and
+# signature uses.
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+
 
 @dataclasses.dataclass(frozen=True)
 class BertConfig:

@@ -1,4 +1,4 @@
-"""The one atomic file writer: a file appears complete or not at all."""
+"""Small file helpers: the one atomic writer, and the one malformed-row error of the readers."""
 
 from __future__ import annotations
 
@@ -28,3 +28,17 @@ def write_text_atomically(path: str | os.PathLike, text: str) -> pathlib.Path:
 def write_json(path: str | os.PathLike, values: Any) -> pathlib.Path:
     """Writes JSON (sorted keys, indent 2, UTF-8 text) atomically."""
     return write_text_atomically(path, json.dumps(values, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+class BadRow(Exception):
+    """A malformed input row; the reader that catches it names the file (and the line).
+
+    Attributes:
+      reason: what is wrong, for the one-line error.
+      line: the 1-based line, where the raiser knows it (else the reader adds it).
+    """
+
+    def __init__(self, reason: str, line: int | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.line = line

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import keras
 
-from bert_tf.configs import BertConfig
+from bert_tf.configs import INPUT_NAMES, BertConfig
 from bert_tf.modeling.layers import BertEmbeddings, Pooler, TransformerBlock, _config_from
-
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 def encoder_inputs(prefix_shape: tuple = (None,)) -> dict[str, keras.KerasTensor]:

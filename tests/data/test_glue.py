@@ -14,6 +14,7 @@ import tensorflow as tf
 from scipy import stats
 from sklearn import metrics as sk_metrics
 
+from bert_tf.configs import INPUT_NAMES
 from bert_tf.data import classification, glue
 from bert_tf.data.packing import pack_segments
 from bert_tf.data.tokenization import BertTokenizer
@@ -274,7 +275,7 @@ def test_encoded_pairs_are_cls_a_sep_b_sep_with_token_counts(tokenizer):
     features = encoded.features
     assert set(features) == {"input_word_ids", "input_mask", "input_type_ids", "label_ids"}
     assert all(features[k].shape == (4, 32) and features[k].dtype == np.int32
-               for k in classification.INPUT_NAMES)
+               for k in INPUT_NAMES)
     np.testing.assert_array_equal(features["label_ids"], [0, 0, 1, 2])
     assert features["label_ids"].dtype == np.int32 and encoded.ids == ["0", "1", "2", "3"]
     for i, (a, b) in enumerate(zip(examples.texts, examples.text_pairs)):
@@ -292,7 +293,7 @@ def test_encoded_pairs_are_cls_a_sep_b_sep_with_token_counts(tokenizer):
     segments = [tokenizer(tf.constant(column)) for column in (examples.texts, examples.text_pairs)]
     packed = pack_segments(segments, max_seq_length=32, cls_id=tokenizer.cls_id,
                            sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
-    for name in classification.INPUT_NAMES:
+    for name in INPUT_NAMES:
         np.testing.assert_array_equal(features[name], packed[name].numpy())
 
 
@@ -310,7 +311,7 @@ def test_batching_does_not_change_features_and_regression_labels_are_float(token
 def test_single_sentences_and_test_split_without_labels(tokenizer):
     examples = glue.read_glue(GLUE_DIR / "CoLA", "CoLA", "test")
     encoded = classification.encode_examples(examples, tokenizer, 24)
-    assert set(encoded.features) == set(classification.INPUT_NAMES)
+    assert set(encoded.features) == set(INPUT_NAMES)
     assert encoded.features["input_type_ids"].sum() == 0
     assert encoded.num_tokens.tolist() == [len(tokenizer(t).numpy()) + 2 for t in examples.texts]
 
