@@ -11,7 +11,7 @@ from absl import app, flags, logging
 
 from bert_tf import flags as bert_flags
 from bert_tf.configs import BertConfig
-from bert_tf.data.pretraining_writer import PretrainingDataOptions, create_pretraining_data
+from bert_tf.data.pretraining.writer import PretrainingDataOptions, create_pretraining_data
 
 bert_flags.define_pretraining_data_flags()
 FLAGS = flags.FLAGS

@@ -28,7 +28,9 @@ from absl import app, flags
 
 import bench_util
 from bert_tf.configs import get_preset
-from bert_tf.data import corpora, pretraining_dataset
+from bert_tf.data import corpora
+from bert_tf.data.packing import pack_pairs
+from bert_tf.data.pretraining import dataset as pretraining_dataset
 from bert_tf.data.masking import MaskedLmMasker
 from bert_tf.data.tokenization import BertTokenizer
 from bert_tf.training.distribute import resolve_precision
@@ -73,7 +75,7 @@ def _ours(a: list[str], b: list[str], tokenizer: BertTokenizer, mask: bool) -> f
 
     def tokenize_and_pack(text_a, text_b, labels):
         del labels
-        return pretraining_dataset.pack_pairs(tokenizer(text_a), tokenizer(text_b), None, None,
+        return pack_pairs(tokenizer(text_a), tokenizer(text_b), None, None,
                                               max_seq_length=FLAGS.max_seq_length, special=tokenizer)
 
     ds = pairs.batch(FLAGS.batch_size, drop_remainder=True)

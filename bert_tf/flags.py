@@ -14,7 +14,7 @@ from typing import Callable, NoReturn, Sequence
 
 from absl import flags
 
-from bert_tf.data.pretraining import INPUT_FORMATS, WORD_BOUNDARIES
+from bert_tf.data.pretraining.documents import INPUT_FORMATS, WORD_BOUNDARIES
 
 FLAGS = flags.FLAGS
 

@@ -1,14 +1,35 @@
 """run_classifier.py end to end on a tiny model: GLUE layouts, user data, bad rows."""
 
 import json
+import os
 
+import numpy as np
 import pytest
+from scipy import stats
+from sklearn import metrics
 
+from bert_tf import checkpoints
+from bert_tf.configs import INPUT_NAMES
+from bert_tf.data import classification, glue
+from bert_tf.data.tokenization import BertTokenizer
 from tests.conftest import own_stderr_lines
 from tests.finetuning_helpers import TESTDATA, run_driver, tiny_model_dir
 
+# float32, so the metrics recomputed here in float32 see the same logits.
 COMMON = ["--train_batch_size=4", "--eval_batch_size=4", "--num_train_epochs=2", "--max_seq_length=32",
-          "--learning_rate=1e-3", "--log_steps=1"]
+          "--learning_rate=1e-3", "--log_steps=1", "--mixed_precision=float32"]
+
+
+def _dev_outputs(model_dir, task_name) -> tuple[np.ndarray, list]:
+    """(the fine-tuned model's outputs on the GLUE dev file, the gold labels), computed here in float32."""
+    model = checkpoints.load_task_model(model_dir)
+    info = model.task_info
+    examples = glue.read_glue(f"{TESTDATA}/glue/{task_name}", task_name, "dev")
+    tokenizer = BertTokenizer(os.path.join(model_dir, "vocab.txt"), lower_case=info["do_lower_case"])
+    encoded = classification.encode_examples(examples, tokenizer, info["max_seq_length"],
+                                             label_list=info["labels"], regression=not info["labels"])
+    logits = model({k: encoded.features[k] for k in INPUT_NAMES}, training=False)["logits"].numpy()
+    return logits, examples.labels
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +45,12 @@ def test_mrpc_train_eval_predict(pretrained, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     results = json.load(open(out / "eval_results.json"))
     assert set(results["dev"]) == {"f1", "accuracy", "score"}
+    logits, gold = _dev_outputs(out / "best", "MRPC")
+    predicted = [str(i) for i in logits.argmax(-1)]
+    accuracy, f1 = metrics.accuracy_score(gold, predicted), metrics.f1_score(gold, predicted, pos_label="1")
+    assert results["dev"]["accuracy"] == pytest.approx(accuracy, abs=1e-6)
+    assert results["dev"]["f1"] == pytest.approx(f1, abs=1e-6)
+    assert results["dev"]["score"] == pytest.approx((accuracy + f1) / 2, abs=1e-6)
     submission = (out / "MRPC.tsv").read_text().splitlines()
     assert submission[0] == "index\tprediction" and len(submission) == 4
     assert {line.split("\t")[1] for line in submission[1:]} <= {"0", "1"}
@@ -43,9 +70,15 @@ def test_stsb_regression(pretrained, tmp_path):
                         f"--init_checkpoint={pretrained}", f"--output_dir={out}", "--do_train",
                         "--do_eval", "--do_predict", "--length_bucketing", *COMMON)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert set(json.load(open(out / "eval_results.json"))["dev"]) == {"pearson", "spearman", "score"}
+    dev = json.load(open(out / "eval_results.json"))["dev"]
+    assert set(dev) == {"pearson", "spearman", "score"}
+    logits, gold = _dev_outputs(out / "best", "STS-B")
+    pearson, spearman = stats.pearsonr(gold, logits[:, 0])[0], stats.spearmanr(gold, logits[:, 0])[0]
+    assert dev["pearson"] == pytest.approx(pearson, abs=1e-5)
+    assert dev["spearman"] == pytest.approx(spearman, abs=1e-5)
     rows = (out / "STS-B.tsv").read_text().splitlines()[1:]
-    assert all(float(row.split("\t")[1]) == float(row.split("\t")[1]) for row in rows)
+    assert len(rows) == len(glue.read_glue(f"{TESTDATA}/glue/STS-B", "STS-B", "test"))
+    assert all(np.isfinite(float(row.split("\t")[1])) for row in rows)
 
 
 def _user_files(tmp_path, bad=False):

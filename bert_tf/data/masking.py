@@ -169,6 +169,31 @@ class MaskedLmMasker:
         return maskable & tf.gather(word_taken, word_index, batch_dims=1)
 
 
+def mask_batch(batch: dict[str, tf.Tensor], seed: tf.Tensor, masker: MaskedLmMasker,
+               whole_word_mask: bool) -> dict[str, tf.Tensor]:
+    """Masks a packed batch; returns the model's input dict (no `word_starts`).
+
+    Args:
+      batch: `input_word_ids`, `input_mask`, `input_type_ids`, `word_starts`
+        (needed only for whole-word masking) ([B, S]) and
+        `next_sentence_labels` ([B]).
+      seed: int64 Tensor of shape [2].
+      masker: the masking recipe.
+      whole_word_mask: mask whole words (by `word_starts`) or single tokens.
+    """
+    masked = masker(batch["input_word_ids"], seed,
+                    batch["word_starts"] if whole_word_mask else None)
+    return {
+        "input_word_ids": masked["input_word_ids"],
+        "input_mask": batch["input_mask"],
+        "input_type_ids": batch["input_type_ids"],
+        "masked_lm_positions": masked["masked_lm_positions"],
+        "masked_lm_ids": masked["masked_lm_ids"],
+        "masked_lm_weights": masked["masked_lm_weights"],
+        "next_sentence_labels": batch["next_sentence_labels"],
+    }
+
+
 def mask_like_original(tokens: Sequence[int], maskable: Sequence[bool], word_starts: Sequence[bool],
                        rng: random.Random, *, vocab_size: int, mask_id: int,
                        max_predictions_per_seq: int, masked_lm_prob: float = 0.15,

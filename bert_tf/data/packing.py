@@ -7,7 +7,7 @@ pretraining, fine-tuning and serving, so the three never disagree.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 import keras
 import tensorflow as tf
@@ -73,6 +73,40 @@ def pack_segments(segments: Sequence[tf.RaggedTensor | tf.Tensor], *, max_seq_le
     }
     if unbatched:
         packed = {name: value[0] for name, value in packed.items()}
+    return packed
+
+
+class SpecialTokenIds(Protocol):
+    """Ids that packing needs; `BertTokenizer` has them."""
+
+    cls_id: int
+    sep_id: int
+    pad_id: int
+
+
+def pack_pairs(tokens_a: tf.RaggedTensor, tokens_b: tf.RaggedTensor,
+               word_starts_a: tf.RaggedTensor | None, word_starts_b: tf.RaggedTensor | None, *,
+               max_seq_length: int, special: SpecialTokenIds) -> dict[str, tf.Tensor]:
+    """Packs sentence pairs and, when given, their word-start flags alike.
+
+    Args:
+      tokens_a, tokens_b: int RaggedTensors [B, (tokens)].
+      word_starts_a, word_starts_b: bool RaggedTensors [B, (tokens)], or None
+        when whole-word masking is not wanted.
+      max_seq_length: S.
+      special: the [CLS], [SEP] and [PAD] ids.
+
+    Returns:
+      `pack_segments`'s int32 [B, S] dict plus, with word starts given,
+      `word_starts`, bool [B, S] (true on [CLS] and [SEP], which are words of
+      their own, false on padding).
+    """
+    packed = pack_segments([tokens_a, tokens_b], max_seq_length=max_seq_length,
+                           cls_id=special.cls_id, sep_id=special.sep_id, pad_id=special.pad_id)
+    if word_starts_a is not None:
+        starts = pack_segments([tf.cast(word_starts_a, tf.int32), tf.cast(word_starts_b, tf.int32)],
+                               max_seq_length=max_seq_length, cls_id=1, sep_id=1, pad_id=0)
+        packed["word_starts"] = tf.cast(starts["input_word_ids"], tf.bool)
     return packed
 
 

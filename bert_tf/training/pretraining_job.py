@@ -17,10 +17,11 @@ from absl import logging
 
 from bert_tf import checkpoints, configs
 from bert_tf.configs import BertConfig
-from bert_tf.data import corpora, pretraining, vocab_builder
+from bert_tf.data import corpora, vocab_builder
 from bert_tf.data.masking import MaskedLmMasker
-from bert_tf.data.pretraining_dataset import pretraining_dataset
-from bert_tf.data.pretraining_writer import PretrainingDataOptions, create_pretraining_data
+from bert_tf.data.pretraining.dataset import pretraining_dataset
+from bert_tf.data.pretraining.documents import expand_input_patterns, read_documents
+from bert_tf.data.pretraining.writer import PretrainingDataOptions, create_pretraining_data
 from bert_tf.data.tokenization import BertTokenizer, load_vocab, special_token_ids
 from bert_tf.io import write_text_atomically
 from bert_tf.training.optimization import OptimizerConfig
@@ -77,7 +78,7 @@ def _split_documents(text_files: list[str], directory: str, eval_documents: int)
     """Writes train.txt and eval.txt, holding out every n-th document for eval."""
     train_path, eval_path = os.path.join(directory, "train.txt"), os.path.join(directory, "eval.txt")
     if not (os.path.exists(train_path) and os.path.exists(eval_path)):
-        documents = pretraining.read_documents(text_files)
+        documents = read_documents(text_files)
         if len(documents) < 2:
             raise ValueError(f"{', '.join(text_files)}: need at least 2 documents, found {len(documents)}")
         every = max(2, len(documents) // max(1, eval_documents))
@@ -93,7 +94,7 @@ def prepare_text_data(data: DataConfig, directory: str, max_seq_length: int,
     if data.text_corpus:
         text_files = [str(EMBEDDED_CORPORA[data.text_corpus]())]
     else:
-        text_files = pretraining.expand_input_patterns(data.input_text_files)
+        text_files = expand_input_patterns(data.input_text_files)
     train_text, eval_text = _split_documents(text_files, directory, data.eval_documents)
     vocab_file = data.vocab_file or os.path.join(directory, "vocab.txt")
     if not os.path.exists(vocab_file):
@@ -182,7 +183,7 @@ def run(data: DataConfig, model_preset: str | None, bert_config_file: str | None
                                        input_context=context, skip_corrupt_records=data.skip_corrupt_records)
 
         fingerprint = data_fingerprint(
-            pretraining.expand_input_patterns(train_files), max_seq_length=seq,
+            expand_input_patterns(train_files), max_seq_length=seq,
             max_predictions_per_seq=predictions, train_batch_size=training.train_batch_size,
             dynamic_masking=data.dynamic_masking, masked_lm_prob=data.masked_lm_prob,
             do_whole_word_mask=data.do_whole_word_mask, seed=data.seed,

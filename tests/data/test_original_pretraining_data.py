@@ -16,8 +16,8 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.data import corpora
-from bert_tf.data.pretraining_records import masked_feature_spec
-from bert_tf.data.pretraining_writer import PretrainingDataOptions, create_pretraining_data
+from bert_tf.data.pretraining.records import masked_feature_spec
+from bert_tf.data.pretraining.writer import PretrainingDataOptions, create_pretraining_data
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata",
                         "original_pretraining_data")

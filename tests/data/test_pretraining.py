@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import pretraining, pretraining_dataset, pretraining_records
+from bert_tf.data.pretraining import dataset as pretraining_dataset, documents as pretraining_documents
+from bert_tf.data.pretraining import instances as pretraining_instances, records as pretraining_records
 from bert_tf.data.masking import MaskedLmMasker
-from bert_tf.data.pretraining_writer import PretrainingDataOptions, create_pretraining_data
+from bert_tf.data.pretraining.writer import PretrainingDataOptions, create_pretraining_data
 from tests.conftest import original_feature_spec
 
 S, P = 128, 20
@@ -269,7 +270,7 @@ def test_training_pipeline_shapes_and_per_worker_shards(written):
 
 
 def test_dynamic_masking_from_text_is_seeded_and_new_each_epoch(corpus):
-    documents = pretraining.tokenize_documents(pretraining.read_documents([corpus])[:10], TOKENIZER)
+    documents = pretraining_documents.tokenize_documents(pretraining_documents.read_documents([corpus])[:10], TOKENIZER)
 
     def make(seed):
         return pretraining_dataset.text_pretraining_dataset(
@@ -295,7 +296,7 @@ def _unique_documents(num_documents, rng):
         document = []
         for _ in range(rng.randint(1, 40)):
             n = rng.randint(1, 30)
-            document.append(pretraining.Sentence(list(range(next_id, next_id + n)), [True] * n))
+            document.append(pretraining_documents.Sentence(list(range(next_id, next_id + n)), [True] * n))
             next_id += n
         documents.append(document)
     return documents
@@ -306,7 +307,7 @@ def test_pairs_follow_the_recipe():
     documents = _unique_documents(40, rng)
     owner = {t: d for d, doc in enumerate(documents) for s in doc for t in s.ids}
     sentence_start = {s.ids[0] for doc in documents for s in doc}
-    instances = pretraining.create_instances(documents, max_seq_length=64, short_seq_prob=0.1,
+    instances = pretraining_instances.create_instances(documents, max_seq_length=64, short_seq_prob=0.1,
                                              dupe_factor=3, rng=rng)
     for instance in instances:
         a, b = instance.tokens_a, instance.tokens_b
@@ -323,13 +324,13 @@ def test_pairs_follow_the_recipe():
 def test_one_sentence_documents_give_random_pairs_unless_balanced():
     rng = random.Random(2)
     lengths = [rng.randint(2, 30) for _ in range(400)]
-    documents = [[pretraining.Sentence(list(range(100 * d, 100 * d + n)), [True] * n)]
+    documents = [[pretraining_documents.Sentence(list(range(100 * d, 100 * d + n)), [True] * n)]
                  for d, n in enumerate(lengths)]
     # The original: a one-sentence chunk always takes a random B.
-    original = pretraining.create_instances(documents, max_seq_length=64, short_seq_prob=0.1,
+    original = pretraining_instances.create_instances(documents, max_seq_length=64, short_seq_prob=0.1,
                                             dupe_factor=2, rng=rng)
     assert all(i.is_random_next for i in original)
-    instances = pretraining.create_instances(documents, max_seq_length=64, short_seq_prob=0.1,
+    instances = pretraining_instances.create_instances(documents, max_seq_length=64, short_seq_prob=0.1,
                                              dupe_factor=10, rng=rng, balanced_nsp=True)
     assert abs(np.mean([i.is_random_next for i in instances]) - 0.5) < 0.02
     for instance in instances:
@@ -340,22 +341,22 @@ def test_one_sentence_documents_give_random_pairs_unless_balanced():
 def test_read_documents_and_filter(tmp_path):
     path = tmp_path / "c.txt"
     path.write_text("\n\na b\nc\n\n\nd e f\n\n", encoding="utf-8")
-    texts = pretraining.read_documents([str(path)])
+    texts = pretraining_documents.read_documents([str(path)])
     assert texts == [["a b", "c"], ["d e f"]]
     paragraphs = tmp_path / "p.txt"
     paragraphs.write_text("今天下雨。我们在家！好吗？\n\nIt rains. We stay home.\n", encoding="utf-8")
-    assert pretraining.read_documents([str(paragraphs)], "paragraphs") == [
+    assert pretraining_documents.read_documents([str(paragraphs)], "paragraphs") == [
         ["今天下雨。", "我们在家！", "好吗？"], ["It rains.", "We stay home."]]
     vocab = WhitespaceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d", "e", "f"])
-    documents = pretraining.tokenize_documents(texts, vocab)
-    kept, stats = pretraining.filter_documents(documents, min_tokens=3, max_tokens=3)
+    documents = pretraining_documents.tokenize_documents(texts, vocab)
+    kept, stats = pretraining_documents.filter_documents(documents, min_tokens=3, max_tokens=3)
     assert (len(kept), stats.documents, stats.dropped_short, stats.dropped_long, stats.tokens) == (2, 2, 0, 0, 6)
-    kept, stats = pretraining.filter_documents(documents, min_tokens=4)
+    kept, stats = pretraining_documents.filter_documents(documents, min_tokens=4)
     assert (len(kept), stats.dropped_short, stats.dropped_long) == (0, 2, 0)
-    kept, stats = pretraining.filter_documents(documents, max_tokens=2)
+    kept, stats = pretraining_documents.filter_documents(documents, max_tokens=2)
     assert (len(kept), stats.dropped_short, stats.dropped_long) == (0, 0, 2)
     with pytest.raises(FileNotFoundError, match="nothing-here"):
-        pretraining.expand_input_patterns([str(tmp_path / "nothing-here*.txt")])
+        pretraining_documents.expand_input_patterns([str(tmp_path / "nothing-here*.txt")])
 
 
 @pytest.fixture(scope="module")
@@ -367,13 +368,13 @@ def bert_tokenizer(minilm_dir):
 
 def test_word_starts_from_pieces_jieba_and_pre_segmented_text(bert_tokenizer):
     vocab = bert_tokenizer.vocabulary
-    [[english]] = pretraining.tokenize_documents([["Unbelievably tokenized text"]], bert_tokenizer)
+    [[english]] = pretraining_documents.tokenize_documents([["Unbelievably tokenized text"]], bert_tokenizer)
     assert english.ids == bert_tokenizer(tf.constant(["Unbelievably tokenized text"]))[0].numpy().tolist()
     assert english.word_starts == [not vocab[i].startswith("##") for i in english.ids]
     assert english.word_starts.count(True) == 3 and len(english.ids) > 3
     expected = [True, True, True, False, True, False, False]  # 我 爱 北京 天安门
     for boundaries, text in (("jieba", "我爱北京天安门"), ("whitespace", "我 爱 北京 天安门")):
-        [[chinese]] = pretraining.tokenize_documents([[text]], bert_tokenizer, word_boundaries=boundaries)
+        [[chinese]] = pretraining_documents.tokenize_documents([[text]], bert_tokenizer, word_boundaries=boundaries)
         assert chinese.ids == bert_tokenizer(tf.constant(["我爱北京天安门"]))[0].numpy().tolist()
         assert len(chinese.ids) == 7
         assert chinese.word_starts == expected, boundaries

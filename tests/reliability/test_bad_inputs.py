@@ -235,7 +235,7 @@ def test_nothing_half_written(results, files):
 
 
 def test_skip_corrupt_records_leaves_the_bad_shard_out(files, tmp_path):
-    from bert_tf.data.pretraining_writer import PretrainingDataOptions, create_pretraining_data
+    from bert_tf.data.pretraining.writer import PretrainingDataOptions, create_pretraining_data
     from bert_tf.data.tokenization import BertTokenizer
 
     good = str(tmp_path / "good.tfrecord")

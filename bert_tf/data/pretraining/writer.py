@@ -25,8 +25,13 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.data import pretraining, pretraining_dataset, pretraining_records
-from bert_tf.data.masking import MaskedLmMasker, mask_like_original
+from bert_tf.data.masking import MaskedLmMasker, mask_batch, mask_like_original
+from bert_tf.data.packing import SpecialTokenIds, pack_pairs
+from bert_tf.data.pretraining.records import serialize_batch
+from bert_tf.data.pretraining.documents import (INPUT_FORMATS, WORD_BOUNDARIES, CorpusStats, Tokenizer,
+                                                expand_input_patterns, filter_documents, read_documents,
+                                                tokenize_documents)
+from bert_tf.data.pretraining.instances import Instance, create_instances
 
 _WRITE_BATCH = 256
 
@@ -80,12 +85,12 @@ class PretrainingDataOptions:
             raise ValueError(f"--short_seq_prob={self.short_seq_prob}: must be in [0, 1]")
         if self.dupe_factor < 1:
             raise ValueError(f"--dupe_factor={self.dupe_factor}: must be positive")
-        if self.input_format not in pretraining.INPUT_FORMATS:
+        if self.input_format not in INPUT_FORMATS:
             raise ValueError(f"--input_format={self.input_format}: must be one of "
-                             f"{', '.join(pretraining.INPUT_FORMATS)}")
-        if self.word_boundaries not in pretraining.WORD_BOUNDARIES:
+                             f"{', '.join(INPUT_FORMATS)}")
+        if self.word_boundaries not in WORD_BOUNDARIES:
             raise ValueError(f"--word_boundaries={self.word_boundaries}: must be one of "
-                             f"{', '.join(pretraining.WORD_BOUNDARIES)}")
+                             f"{', '.join(WORD_BOUNDARIES)}")
         if not 0 <= self.shard_index < self.num_shards:
             raise ValueError(f"--shard_index={self.shard_index} must be in [0, --num_shards={self.num_shards})")
         if self.min_tokens < 0 or self.max_tokens < 0:
@@ -108,14 +113,14 @@ class PretrainingDataOptions:
 class PretrainingDataStats:
     """What `create_pretraining_data` read and wrote."""
 
-    corpus: pretraining.CorpusStats
+    corpus: CorpusStats
     examples: int
     random_next: int
     output_file: str
 
 
 def create_pretraining_data(options: PretrainingDataOptions,
-                            tokenizer: pretraining.Tokenizer | None = None) -> PretrainingDataStats:
+                            tokenizer: Tokenizer | None = None) -> PretrainingDataStats:
     """Writes the TFRecords of one shard of the corpus.
 
     Shard K of N takes every N-th document starting at the K-th (NSP negatives
@@ -133,7 +138,7 @@ def create_pretraining_data(options: PretrainingDataOptions,
         in the message).
       ValueError: an empty corpus or a bad vocab (named in the message).
     """
-    files = pretraining.expand_input_patterns(options.input_files)
+    files = expand_input_patterns(options.input_files)
     output = options.shard_output_file
     if not os.path.isdir(os.path.dirname(os.path.abspath(output))):
         raise FileNotFoundError(f"--output_file={options.output_file}: its folder does not exist")
@@ -141,11 +146,11 @@ def create_pretraining_data(options: PretrainingDataOptions,
         from bert_tf.data.tokenization import BertTokenizer
 
         tokenizer = BertTokenizer(options.vocab_file, lower_case=options.do_lower_case)
-    texts = pretraining.read_documents(files, options.input_format)
+    texts = read_documents(files, options.input_format)
     texts = texts[options.shard_index::options.num_shards]
-    documents = pretraining.tokenize_documents(texts, tokenizer,
+    documents = tokenize_documents(texts, tokenizer,
                                                word_boundaries=options.word_boundaries)
-    documents, corpus = pretraining.filter_documents(
+    documents, corpus = filter_documents(
         documents, min_tokens=options.min_tokens, max_tokens=options.max_tokens)
     logging.info("documents: %d kept, %d shorter than --min_tokens, %d longer than --max_tokens",
                  corpus.documents, corpus.dropped_short, corpus.dropped_long)
@@ -159,7 +164,7 @@ def create_pretraining_data(options: PretrainingDataOptions,
     # An integer seed, as the original's `random.Random(FLAGS.random_seed)`.
     rng = random.Random(options.random_seed if options.num_shards == 1
                         else f"{options.random_seed}/{options.shard_index}")
-    instances = pretraining.create_instances(
+    instances = create_instances(
         documents, max_seq_length=options.max_seq_length, short_seq_prob=options.short_seq_prob,
         dupe_factor=options.dupe_factor, rng=rng, balanced_nsp=options.balanced_nsp,
         each=_masker_like_original(options, tokenizer, rng) if options.original_rng else None)
@@ -179,9 +184,9 @@ def create_pretraining_data(options: PretrainingDataOptions,
                     batch = _with_targets(batch, chunk, options.max_predictions_per_seq)
                 elif options.static_masking:
                     seed = tf.constant([rng.getrandbits(63), rng.getrandbits(63)], tf.int64)
-                    batch = pretraining_dataset.mask_batch(batch, seed, masker,
+                    batch = mask_batch(batch, seed, masker,
                                                            options.do_whole_word_mask)
-                for record in pretraining_records.serialize_batch(
+                for record in serialize_batch(
                         {name: np.asarray(value) for name, value in batch.items()}):
                     writer.write(record)
         os.replace(tmp, output)
@@ -194,14 +199,14 @@ def create_pretraining_data(options: PretrainingDataOptions,
     return PretrainingDataStats(corpus, len(instances), random_next, output)
 
 
-def _pack_instances(instances: Sequence[pretraining.Instance], options: PretrainingDataOptions,
-                    special: pretraining_dataset.SpecialTokenIds) -> dict[str, tf.Tensor]:
+def _pack_instances(instances: Sequence[Instance], options: PretrainingDataOptions,
+                    special: SpecialTokenIds) -> dict[str, tf.Tensor]:
     """Packed, unmasked batch of instances (with `word_starts`)."""
     def ragged(rows: list[list], dtype: np.dtype) -> tf.RaggedTensor:
         values = np.fromiter(itertools.chain.from_iterable(rows), dtype=dtype)
         return tf.RaggedTensor.from_row_lengths(values, [len(row) for row in rows])
 
-    batch = pretraining_dataset.pack_pairs(
+    batch = pack_pairs(
         ragged([i.tokens_a for i in instances], np.int32),
         ragged([i.tokens_b for i in instances], np.int32),
         ragged([i.word_starts_a for i in instances], np.bool_),
@@ -211,10 +216,10 @@ def _pack_instances(instances: Sequence[pretraining.Instance], options: Pretrain
     return batch
 
 
-def _masker_like_original(options: PretrainingDataOptions, special: pretraining.Tokenizer,
-                          rng: random.Random) -> Callable[[pretraining.Instance], pretraining.Instance]:
+def _masker_like_original(options: PretrainingDataOptions, special: Tokenizer,
+                          rng: random.Random) -> Callable[[Instance], Instance]:
     """Masks an instance as it is drawn, with `mask_like_original` and the writer's `rng`."""
-    def mask(instance: pretraining.Instance) -> pretraining.Instance:
+    def mask(instance: Instance) -> Instance:
         a, b = instance.tokens_a, instance.tokens_b
         tokens = [special.cls_id, *a, special.sep_id, *b, special.sep_id]
         maskable = [False, *[True] * len(a), False, *[True] * len(b), False]
@@ -229,7 +234,7 @@ def _masker_like_original(options: PretrainingDataOptions, special: pretraining.
     return mask
 
 
-def _with_targets(batch: dict[str, tf.Tensor], instances: Sequence[pretraining.Instance],
+def _with_targets(batch: dict[str, tf.Tensor], instances: Sequence[Instance],
                   max_predictions_per_seq: int) -> dict[str, tf.Tensor]:
     """A packed batch of instances masked as drawn, with their targets padded to P."""
     positions = np.zeros([len(instances), max_predictions_per_seq], np.int32)

@@ -20,76 +20,19 @@ many parallel calls the maps run, and differ from epoch to epoch.
 from __future__ import annotations
 
 import random
-from typing import Protocol, Sequence
+from typing import Sequence
 
 import tensorflow as tf
 from absl import logging
 from tensorflow.python.data.ops import readers  # _TFRecordDataset: see pretraining_dataset()
 
-from bert_tf.data import pretraining, pretraining_records
-from bert_tf.data.masking import MaskedLmMasker
-from bert_tf.data.packing import pack_segments
+from bert_tf.data.masking import MaskedLmMasker, mask_batch
+from bert_tf.data.packing import SpecialTokenIds, pack_pairs
+from bert_tf.data.pretraining.records import masked_feature_spec, parse_batch, unmasked_feature_spec
+from bert_tf.data.pretraining.documents import Document, Tokenizer, expand_input_patterns
+from bert_tf.data.pretraining.instances import create_instances
 
 AUTOTUNE = tf.data.AUTOTUNE
-
-
-class SpecialTokenIds(Protocol):
-    """Ids that packing needs; `BertTokenizer` has them."""
-
-    cls_id: int
-    sep_id: int
-    pad_id: int
-
-
-def pack_pairs(tokens_a: tf.RaggedTensor, tokens_b: tf.RaggedTensor,
-               word_starts_a: tf.RaggedTensor | None, word_starts_b: tf.RaggedTensor | None, *,
-               max_seq_length: int, special: SpecialTokenIds) -> dict[str, tf.Tensor]:
-    """Packs sentence pairs and, when given, their word-start flags alike.
-
-    Args:
-      tokens_a, tokens_b: int RaggedTensors [B, (tokens)].
-      word_starts_a, word_starts_b: bool RaggedTensors [B, (tokens)], or None
-        when whole-word masking is not wanted.
-      max_seq_length: S.
-      special: the [CLS], [SEP] and [PAD] ids.
-
-    Returns:
-      `pack_segments`'s int32 [B, S] dict plus, with word starts given,
-      `word_starts`, bool [B, S] (true on [CLS] and [SEP], which are words of
-      their own, false on padding).
-    """
-    packed = pack_segments([tokens_a, tokens_b], max_seq_length=max_seq_length,
-                           cls_id=special.cls_id, sep_id=special.sep_id, pad_id=special.pad_id)
-    if word_starts_a is not None:
-        starts = pack_segments([tf.cast(word_starts_a, tf.int32), tf.cast(word_starts_b, tf.int32)],
-                               max_seq_length=max_seq_length, cls_id=1, sep_id=1, pad_id=0)
-        packed["word_starts"] = tf.cast(starts["input_word_ids"], tf.bool)
-    return packed
-
-
-def mask_batch(batch: dict[str, tf.Tensor], seed: tf.Tensor, masker: MaskedLmMasker,
-               whole_word_mask: bool) -> dict[str, tf.Tensor]:
-    """Masks a packed batch; returns the model's input dict (no `word_starts`).
-
-    Args:
-      batch: `input_word_ids`, `input_mask`, `input_type_ids`, `word_starts`
-        (needed only for whole-word masking) ([B, S]) and
-        `next_sentence_labels` ([B]).
-      seed: int64 Tensor of shape [2].
-      masker: the masking recipe.
-      whole_word_mask: mask whole words (by `word_starts`) or single tokens.
-    """
-    masked = masker(batch["input_word_ids"], seed,
-                    batch["word_starts"] if whole_word_mask else None)
-    return {
-        "input_word_ids": masked["input_word_ids"],
-        "input_mask": batch["input_mask"],
-        "input_type_ids": batch["input_type_ids"],
-        "masked_lm_positions": masked["masked_lm_positions"],
-        "masked_lm_ids": masked["masked_lm_ids"],
-        "masked_lm_weights": masked["masked_lm_weights"],
-        "next_sentence_labels": batch["next_sentence_labels"],
-    }
 
 
 def _batch_seeds(seed: int | None) -> tf.data.Dataset:
@@ -160,7 +103,7 @@ def pretraining_dataset(file_patterns: Sequence[str], *, batch_size: int, max_se
       ValueError: a shard's first record is corrupt (without
         `skip_corrupt_records`; the message names the file).
     """
-    files = check_record_files(pretraining.expand_input_patterns(file_patterns), skip_corrupt_records)
+    files = check_record_files(expand_input_patterns(file_patterns), skip_corrupt_records)
     # File indices, not names, read by the one-file reader (tf.data.TFRecordDataset
     # wraps even one name in a flat_map whose checkpointed state holds the path): a
     # checkpointed iterator then names no file, so a run directory moved elsewhere
@@ -188,22 +131,22 @@ def pretraining_dataset(file_patterns: Sequence[str], *, batch_size: int, max_se
     ds = ds.batch(_per_replica_batch_size(batch_size, input_context), drop_remainder=is_training)
 
     if masker is None:
-        spec = pretraining_records.masked_feature_spec(max_seq_length, max_predictions_per_seq)
-        ds = ds.map(lambda records: pretraining_records.parse_batch(records, spec),
+        spec = masked_feature_spec(max_seq_length, max_predictions_per_seq)
+        ds = ds.map(lambda records: parse_batch(records, spec),
                     num_parallel_calls=AUTOTUNE)
     else:
         if masker.max_predictions_per_seq != max_predictions_per_seq:
             raise ValueError(f"masker.max_predictions_per_seq={masker.max_predictions_per_seq} "
                              f"differs from max_predictions_per_seq={max_predictions_per_seq}")
-        spec = pretraining_records.unmasked_feature_spec(max_seq_length)
+        spec = unmasked_feature_spec(max_seq_length)
         ds = tf.data.Dataset.zip(ds, _batch_seeds(seed)).map(
             lambda records, batch_seed: mask_batch(
-                pretraining_records.parse_batch(records, spec), batch_seed, masker, whole_word_mask),
+                parse_batch(records, spec), batch_seed, masker, whole_word_mask),
             num_parallel_calls=AUTOTUNE)
     return ds.prefetch(AUTOTUNE)
 
 
-def text_pretraining_dataset(documents: Sequence[pretraining.Document], *, batch_size: int,
+def text_pretraining_dataset(documents: Sequence[Document], *, batch_size: int,
                              max_seq_length: int, special: SpecialTokenIds,
                              masker: MaskedLmMasker, whole_word_mask: bool = False,
                              short_seq_prob: float = 0.1, is_training: bool = True,
@@ -212,7 +155,7 @@ def text_pretraining_dataset(documents: Sequence[pretraining.Document], *, batch
                              ) -> tf.data.Dataset:
     """Batches of model inputs drawn from tokenized documents, anew each epoch.
 
-    Each pass over the dataset runs the pair recipe (`pretraining.create_instances`
+    Each pass over the dataset runs the pair recipe (`create_instances`
     with a dupe factor of 1) with a new random state, then packs and masks in
     the graph.
 
@@ -240,7 +183,7 @@ def text_pretraining_dataset(documents: Sequence[pretraining.Document], *, batch
     def instances():
         epoch = next(epochs)
         rng = random.Random(None if seed is None else f"{seed}/{epoch}")
-        for instance in pretraining.create_instances(
+        for instance in create_instances(
                 documents, max_seq_length=max_seq_length, short_seq_prob=short_seq_prob,
                 dupe_factor=1, rng=rng):
             yield (instance.tokens_a, instance.tokens_b, instance.word_starts_a,
@@ -266,7 +209,7 @@ def text_pretraining_dataset(documents: Sequence[pretraining.Document], *, batch
     return ds.prefetch(AUTOTUNE)
 
 
-def text_pair_pretraining_dataset(pairs: tf.data.Dataset, *, tokenizer: pretraining.Tokenizer,
+def text_pair_pretraining_dataset(pairs: tf.data.Dataset, *, tokenizer: Tokenizer,
                                   batch_size: int, max_seq_length: int, masker: MaskedLmMasker,
                                   whole_word_mask: bool = False, is_training: bool = True,
                                   seed: int | None = None) -> tf.data.Dataset:
