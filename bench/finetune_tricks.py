@@ -286,10 +286,14 @@ def summarize(results: dict[tuple[str, str], dict[int, dict]]) -> tuple[str, dic
                   f"the model kept is the best epoch on dev.", "",
                   f"| variant | seeds | {columns} | {main} - baseline (paired) | p (paired t) | s / run |",
                   "|---|---|" + "---|" * len(task.metrics) + "---|---|---|"]
-        verdicts = []
+        verdicts, compared, missing = [], 0, []
         for variant, (what, _, _) in VARIANTS.items():
             runs = results.get((name, variant))
-            if not runs or not _applies(name, variant):
+            if not _applies(name, variant):
+                continue
+            if len(runs or {}) < len(base) or not runs:
+                missing.append(f"{variant} ({len(runs or {})} of {len(base)} seeds)")
+            if not runs:
                 continue
             seeds = sorted(runs)
             cells = []
@@ -306,6 +310,7 @@ def summarize(results: dict[tuple[str, str], dict[int, dict]]) -> tuple[str, dic
                 mean, spread = statistics.mean(deltas), statistics.stdev(deltas)
                 pvalue = float(stats.ttest_rel([runs[s][f"test_{main}"] for s in paired],
                                                [base[s][f"test_{main}"] for s in paired]).pvalue)
+                compared += 1
                 figures[f"{name}_{variant}_delta_{main}_mean"] = mean
                 figures[f"{name}_{variant}_delta_{main}_std"] = spread
                 diff, p = f"{mean:+.1f} ± {spread:.1f}", ("n/a" if pvalue != pvalue else
@@ -330,8 +335,12 @@ def summarize(results: dict[tuple[str, str], dict[int, dict]]) -> tuple[str, dic
                          f"held-out MLM loss {fp.get('eval_mlm_loss', float('nan')):.2f}, "
                          f"NSP accuracy {100 * fp.get('eval_nsp_accuracy', float('nan')):.1f}%")
         lines += [""] + [f"- {note}" for note in notes]
-        lines += ["", f"Beyond noise on {name} (paired t-test over seeds, p < 0.05): "
-                  f"{'; '.join(verdicts) if verdicts else 'nothing; every difference is within seed noise'}.", ""]
+        lines += ["", f"Beyond noise on {name} (paired t-test over seeds, p < 0.05; {compared} variants "
+                  f"compared with the baseline): "
+                  f"{'; '.join(verdicts) if verdicts else 'nothing; every difference is within seed noise'}."]
+        if missing:
+            lines.append(f"Not run in full yet: {', '.join(missing)}.")
+        lines.append("")
     return "\n".join(lines).rstrip() + "\n", figures
 
 

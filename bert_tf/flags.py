@@ -137,9 +137,9 @@ def define_adam_bias_correction_flag() -> None:
         "Divide Adam's moving averages by 1 - beta^step (--optimizer=adamw or adam; LAMB always "
         "does). Default false, as google-research/bert's AdamWeightDecayOptimizer, which "
         "pretrained and fine-tuned BERT without it (its early steps are then larger: up to 6.6x "
-        "at step 12, 1.3x at step 1000, which the warmup tempers); on the tweet and review "
-        "fine-tuning demos, 3 seeds each, correction scored 1.5-2.4 points lower "
-        "(bench/adam_bias_correction.py)."))
+        "at step 12, 1.3x at step 1000, which the warmup tempers); in the README's fine-tuning "
+        "tricks table (bench/finetune_tricks.py, 3 seeds a task) correction helps on no task beyond "
+        "seed noise and is worse on NER."))
 
 
 def define_pretraining_flags() -> None:
