@@ -139,7 +139,7 @@ def define_adam_bias_correction_flag() -> None:
         "pretrained and fine-tuned BERT without it (its early steps are then larger: up to 6.6x "
         "at step 12, 1.3x at step 1000, which the warmup tempers); in the README's fine-tuning "
         "tricks table (bench/finetune_tricks.py, 3 seeds a task) correction helps on no task beyond "
-        "seed noise and is worse on NER."))
+        "seed noise and is worse on tweets and NER."))
 
 
 def define_pretraining_flags() -> None:
