@@ -207,21 +207,21 @@ def test_served_entities_equal_run_ner_predictions(pretrained, tagger_dir, tmp_p
     predicted_tags = [[t for _, t in row] for row in predicted]
 
     texts = [" ".join(s.words) for s in sentences]
-    served = export.serve_text(export.load_saved_model(export.export_saved_model(model_dir, tmp_path / "export", "ner")),
-                               texts)
+    version_dir = export.export_saved_model(model_dir, tmp_path / "export", "ner")
+    served = export.serve_text(export.load_saved_model(version_dir), texts)
     found = tag_schemes.entities(predicted_tags)
     assert trained or sum(map(len, found)) >= 3, found  # the comparison is not vacuous
     for i, (text, sentence, tags, entities) in enumerate(zip(texts, sentences, predicted_tags, found)):
-        n = len(tags)
-        assert _strings(served["tags"])[i] == tags + [""] * (served["tags"].shape[1] - n)
+        assert _strings(served["tags"])[i] == tags + [""] * (served["tags"].shape[1] - len(tags))
         starts = np.cumsum([0] + [len(w) + 1 for w in sentence.words])  # character offsets
-        want = [(kind, int(starts[a]), int(starts[b] + len(sentence.words[b])), text[starts[a]:starts[b] + len(sentence.words[b])])
-                for kind, a, b in entities]
+        ends = starts[:-1] + [len(w) for w in sentence.words]
+        want = [(kind, int(starts[a]), int(ends[b]), text[starts[a]:ends[b]]) for kind, a, b in entities]
         k = len(want)
         got = list(zip(_strings([served["entity_types"][i][:k]])[0], served["entity_starts"][i][:k].tolist(),
                        served["entity_ends"][i][:k].tolist(), _strings([served["entity_texts"][i][:k]])[0]))
         assert got == want
-        assert (served["entity_starts"][i][k:] == -1).all() and set(_strings([served["entity_types"][i][k:]])[0]) <= {""}
+        assert (served["entity_starts"][i][k:] == -1).all()
+        assert set(_strings([served["entity_types"][i][k:]])[0]) <= {""}
 
 
 def test_encoder_and_squad_exports(pretrained, tmp_path):
