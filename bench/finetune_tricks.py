@@ -148,9 +148,10 @@ def _initial_model(task: Task) -> str:
 def _training_text(name: str, task: Task, path: str) -> None:
     """The task's training split as pretraining text: an example a document (NSP pairs are cut from it)."""
     if task.is_tagging:
-        from bert_tf.data import ner
+        from bert_tf.data.ner.conll import read_conll
+        from bert_tf.data.ner.people_daily import people_daily_ner
 
-        sentences = ner.read_conll(ner.people_daily_ner()["train"]).sentences[:task.subsample]
+        sentences = read_conll(people_daily_ner()["train"]).sentences[:task.subsample]
         texts = ["".join(s.words) for s in sentences]
     else:
         from bert_tf.data import classification

@@ -539,6 +539,7 @@ def load_task_model(path: str | os.PathLike, task_info: dict | None = None) -> k
     Returns:
         The model, with `.config`, `.vocab_file` and `.task_info` (the task.json dict).
     """
+    from bert_tf.data import tag_schemes
     from bert_tf.modeling.task_models import build_task_model
 
     files = locate(path, "tf1")
@@ -551,7 +552,10 @@ def load_task_model(path: str | os.PathLike, task_info: dict | None = None) -> k
     config = BertConfig.from_json_file(files.config_file)
     if isinstance(task_info.get("do_lower_case"), bool):  # the casing the task was trained with
         config = config.replace(do_lower_case=task_info["do_lower_case"])
-    model = build_task_model(config, task_info)
+    crf_allowed = None
+    if task_info.get("task") == "tagging" and task_info.get("crf"):
+        crf_allowed = tag_schemes.allowed_transitions(task_info["labels"], task_info.get("scheme", "BIO"))
+    model = build_task_model(config, task_info, crf_allowed)
     assign_from_source(model, _table_for(model), _open(files, model.config))
     model.vocab_file, model.task_info = files.vocab_file, task_info
     return model

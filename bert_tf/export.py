@@ -35,6 +35,8 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import checkpoints
+from bert_tf.data import tag_schemes
+from bert_tf.data.ner import prediction
 from bert_tf.data.packing import pack_segments, trim_padding
 from bert_tf.data.tokenization import BertTokenizer, split_words_with_offsets
 
@@ -65,34 +67,6 @@ def _char_offsets(text: tf.Tensor, rows: tf.Tensor, byte_offsets: tf.Tensor) -> 
     """Character offsets of UTF-8 byte offsets into text[rows], int32."""
     prefixes = tf.strings.substr(tf.gather(text, rows), tf.zeros_like(byte_offsets), byte_offsets)
     return tf.strings.length(prefixes, unit="UTF8_CHAR")
-
-
-def _chunk_bounds(prefix: tf.Tensor, kind: tf.Tensor, first: tf.Tensor, last: tf.Tensor):
-    """Which words start and which end an entity, by the conlleval rules seqeval uses.
-
-    Args: flat string Tensors over all words of a batch, `prefix` in
-    {O, B, I, E, S} and `kind` the entity type; bool Tensors `first`/`last`
-    marking each text's first and last word.
-
-    Returns:
-      (starts, ends): bool Tensors. Entities never overlap and every start is
-      followed by its end within the text, so the k-th start and the k-th end
-      of a batch bound the k-th entity.
-    """
-    previous = tf.where(first, "O", tf.roll(prefix, 1, 0))
-    previous_kind = tf.where(first, "", tf.roll(kind, 1, 0))
-    following = tf.where(last, "O", tf.roll(prefix, -1, 0))
-    following_kind = tf.where(last, "", tf.roll(kind, -1, 0))
-
-    def is_in(tags: tf.Tensor, names: str) -> tf.Tensor:
-        return tf.reduce_any(tf.stack([tf.equal(tags, n) for n in names]), axis=0)
-
-    inside = tf.not_equal(prefix, "O")
-    starts = inside & (is_in(prefix, "BS") | (is_in(previous, "ESO") & is_in(prefix, "EI"))
-                       | tf.not_equal(previous_kind, kind))
-    ends = inside & (is_in(prefix, "ES") | (is_in(prefix, "BI") & is_in(following, "BSO"))
-                     | tf.not_equal(kind, following_kind))
-    return starts, ends
 
 
 class _Serving(tf.Module):
@@ -189,36 +163,25 @@ class _Serving(tf.Module):
 
     def _tag(self, text):
         words, begin, end, tokens, first = self._words(text)
-        rows = words.value_rowids()
         # Pieces past max_seq_length - 2 are cut; so are the words they start.
         kept = (first >= 0) & (first < self.max_seq_length - 2)
-        position = tf.where(kept, first + 1, 0)  # +1 for [CLS]
+        first_pieces = words.with_flat_values(tf.where(kept, first + 1, -1))  # +1 for [CLS]
         logits = self._run(self._pack([tokens]))["logits"]
-        batch = tf.shape(text, out_type=tf.int64)[0]
-        firsts = tf.boolean_mask(tf.stack([rows, position], axis=1), kept)
-        mask = tf.scatter_nd(firsts, tf.ones_like(firsts[:, 0], tf.int32),
-                             tf.stack([batch, tf.cast(self.max_seq_length, tf.int64)])) > 0
-        crf = getattr(self.model, "crf", None)
-        paths = crf(logits, mask) if crf is not None else tf.argmax(logits, -1, output_type=tf.int32)
-        names = self.task_info["labels"]
-        tag = tf.where(kept, tf.gather(tf.constant(names), tf.gather_nd(paths, tf.stack([rows, position], 1))),
-                       "O")
-        split = tf.strings.split(tag, "-", maxsplit=1).to_tensor(default_value="", shape=[None, 2])
-        index = tf.range(tf.size(rows, out_type=tf.int64))
-        starts, ends = _chunk_bounds(split[:, 0], split[:, 1],
-                                     tf.equal(index, tf.gather(words.row_starts(), rows)),
-                                     tf.equal(index, tf.gather(words.row_limits(), rows) - 1))
-        start_words, end_words = tf.where(starts)[:, 0], tf.where(ends)[:, 0]
-        entity_rows = tf.gather(rows, start_words)
-        byte_begin, byte_end = tf.gather(begin.flat_values, start_words), tf.gather(end.flat_values, end_words)
+        # The tags and entities run_ner.py predicts and scores: one implementation.
+        tags = prediction.word_tags(logits, first_pieces, self.task_info["labels"], self.model.decode)
+        found = tag_schemes.entity_spans(tags)
+        entity_rows = found.first.value_rowids()
+        row_starts = tf.gather(words.row_starts(), entity_rows)
+        byte_begin = tf.gather(begin.flat_values, row_starts + found.first.flat_values)
+        byte_end = tf.gather(end.flat_values, row_starts + found.last.flat_values)
 
         def per_text(values, default):
-            return tf.RaggedTensor.from_value_rowids(values, entity_rows, nrows=batch).to_tensor(default)
+            return found.first.with_flat_values(values).to_tensor(default)
 
         return {
             "tokens": words.to_tensor(""),
-            "tags": words.with_flat_values(tag).to_tensor(""),
-            "entity_types": per_text(tf.gather(split[:, 1], start_words), ""),
+            "tags": tags.to_tensor(""),
+            "entity_types": found.types.to_tensor(""),
             "entity_texts": per_text(tf.strings.substr(tf.gather(text, entity_rows), byte_begin,
                                                        byte_end - byte_begin), ""),
             "entity_starts": per_text(_char_offsets(text, entity_rows, byte_begin), -1),

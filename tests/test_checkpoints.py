@@ -338,6 +338,31 @@ def test_heads_without_an_original_keep_their_keras_names(tiny_config, tmp_path)
     checkpoints.load_task_model(directory)
 
 
+def test_crf_tagger_loads_with_its_schemes_constraints(tiny_config, tmp_path):
+    # Models do not read tagging schemes: the builder is given the allowed moves, and
+    # load_task_model computes them from task.json's labels and scheme.
+    from bert_tf.data import tag_schemes
+    from bert_tf.modeling.task_models import BertTagger, build_task_model
+
+    tags = ["O", "B-LOC", "E-LOC", "I-LOC", "S-LOC"]
+    info = {"task": "tagging", "labels": tags, "crf": True, "scheme": "BIOES", "max_seq_length": 16}
+    with pytest.raises(ValueError, match="a CRF tagger needs crf_allowed"):
+        build_task_model(tiny_config, info)
+    allowed = tag_schemes.allowed_transitions(tags, "BIOES")
+    model = build_task_model(tiny_config, info, allowed)
+    model.crf.set_weights([np.random.default_rng(0).normal(size=w.shape) for w in model.crf.get_weights()])
+    loaded = checkpoints.load_task_model(checkpoints.save_model_dir(model, tmp_path / "tagger", task_info=info))
+    clone = BertTagger.from_config(model.get_config())
+    for restored in (loaded.crf, clone.crf):
+        for table, expected in zip(restored.allowed, allowed, strict=True):
+            np.testing.assert_array_equal(table, expected)
+    for got, want in zip(loaded.crf.get_weights(), model.crf.get_weights(), strict=True):
+        np.testing.assert_array_equal(got, want)
+    logits = tf.random.normal([3, 6, len(tags)], seed=1)
+    mask = tf.constant([[True] * 6, [True, False] * 3, [False] * 6])
+    np.testing.assert_array_equal(loaded.decode(logits, mask), model.decode(logits, mask))
+
+
 # Casing: google-research/bert's validate_case_matches_checkpoint.
 
 @pytest.mark.parametrize("name, lower", [

@@ -11,7 +11,9 @@ import tensorflow as tf
 
 from bert_tf import checkpoints, export
 from bert_tf.configs import BertConfig
-from bert_tf.data import classification, ner
+from bert_tf.data import classification, tag_schemes
+from bert_tf.data.ner import conll
+from bert_tf.data.ner.features import convert_to_features
 from bert_tf.data.tokenization import BertTokenizer, split_words_with_offsets
 from bert_tf.modeling.task_models import build_task_model
 from bert_tf.training import finetuning, ner_job
@@ -106,10 +108,10 @@ def test_tagger_export_matches_keras_in_a_fresh_process(tagger_dir, tmp_path):
     tags = model.task_info["labels"]
     tokenizer = BertTokenizer(model.vocab_file, lower_case=model.task_info["do_lower_case"])
     words, begin, end = split_words_with_offsets(tf.constant(TEXTS))
-    sentences = [ner.TaggedSentence(tuple(w.decode() for w in row), ("O",) * len(row))
+    sentences = [conll.TaggedSentence(tuple(w.decode() for w in row), ("O",) * len(row))
                  for row in words.to_list()]
-    features = ner.convert_to_features(sentences, tokenizer, tags, model.task_info["max_seq_length"])
-    want = ner.word_tags(ner_job.predict_tags(model, features, 8), features, tags)
+    features = convert_to_features(sentences, tokenizer, tags, model.task_info["max_seq_length"])
+    want = ner_job.predict_tags(model, features, tags, 8)
     got = _strings(served["tags"])
     for row, sentence in zip(got, want):
         assert row[:len(sentence)] == sentence and set(row[len(sentence):]) <= {""}
@@ -137,19 +139,89 @@ def _bio_chunks(sentence_tags):
     return [(kind, a, b) for kind, a, b in get_entities(list(sentence_tags))]
 
 
-def test_chunk_bounds_agree_with_seqeval():
-    rng = np.random.default_rng(0)
-    names = ["O", "B-PER", "I-PER", "E-PER", "S-PER", "B-LOC", "I-LOC", "E-LOC", "S-LOC"]
-    for _ in range(50):
-        sentence = list(rng.choice(names, size=rng.integers(1, 12)))
-        split = [t.split("-", 1) + ([""] if t == "O" else []) for t in sentence]
-        n = len(sentence)
-        starts, ends = export._chunk_bounds(tf.constant([p for p, _ in split]), tf.constant([k for _, k in split]),
-                                            tf.constant([i == 0 for i in range(n)]),
-                                            tf.constant([i == n - 1 for i in range(n)]))
-        got = [(sentence[a].split("-")[1], int(a), int(b))
-               for a, b in zip(np.flatnonzero(starts.numpy()), np.flatnonzero(ends.numpy()))]
-        assert got == _bio_chunks(sentence), sentence
+def _served_words(fixture, scheme):
+    """The sentences of a fixture, split into the words the export splits their text into.
+
+    Each entity keeps its span (now over the served words) and type, written
+    in `scheme`, so run_ner.py reads the file, and run_ner.py and the export
+    tag the same words (e.g. "U.N." is four words to both).
+    """
+    sentences = conll.read_conll(os.path.join(TESTDATA, fixture), scheme=scheme).sentences
+    words, begin, _ = split_words_with_offsets(tf.constant([" ".join(s.words) for s in sentences]))
+    result = []
+    for sentence, found, row, row_begin in zip(sentences, tag_schemes.entities([s.tags for s in sentences]),
+                                                words.to_list(), begin.to_list()):
+        lengths = [len(w.encode()) + 1 for w in sentence.words]  # byte offsets in the joined text
+        starts = np.cumsum([0] + lengths)
+        inside = lambda a, b: [j for j, offset in enumerate(row_begin) if starts[a] <= offset < starts[b]]  # noqa: E731
+        spans = [(kind, inside(a, b + 1)[0], inside(a, b + 1)[-1]) for kind, a, b in found]
+        result.append(conll.TaggedSentence(tuple(w.decode() for w in row),
+                                           tuple(tag_schemes.entity_tags(len(row), spans, scheme))))
+    return result
+
+
+def _random_tagger(pretrained, directory, tags, scheme, use_crf, max_seq_length):
+    """A tagger with random, decisive scores (and CRF transitions): entities of every shape."""
+    config = BertConfig.from_json_file(os.path.join(pretrained, "bert_config.json"))
+    task_info = {"task": "tagging", "labels": tags, "crf": use_crf, "scheme": scheme,
+                 "max_seq_length": max_seq_length, "do_lower_case": True}
+    model = build_task_model(config, task_info, tag_schemes.allowed_transitions(tags, scheme) if use_crf else None)
+    rng = np.random.default_rng(len(tags))
+    model.emissions.kernel.assign(rng.normal(scale=0.5, size=model.emissions.kernel.shape))
+    for weight in model.crf.weights if use_crf else ():
+        weight.assign(rng.normal(scale=2.0 / model.crf.learning_rate_multiplier, size=weight.shape))
+    return checkpoints.save_model_dir(model, directory, os.path.join(pretrained, "vocab.txt"), task_info)
+
+
+def _read_predictions(path):
+    blocks = [b for b in open(path, encoding="utf-8").read().split("\n\n") if b.strip()]
+    return [[tuple(line.split(" ")) for line in b.strip("\n").split("\n")] for b in blocks]
+
+
+# (scheme, fixture read for prediction, CRF, trained): the trained tagger of `tagger_dir` (which
+# may predict few entities), and random taggers, whose entities take every shape; a softmax
+# tagger's tags need not be valid in the scheme.
+SCHEME_CASES = [("BIO", "ner_dev.txt", True, True), ("BIO", "ner_dev.txt", False, False),
+                ("IOB1", "ner_iob1.txt", True, False), ("BIOES", "ner_bioes.txt", False, False)]
+
+
+@pytest.mark.parametrize("scheme, fixture, use_crf, trained", SCHEME_CASES)
+def test_served_entities_equal_run_ner_predictions(pretrained, tagger_dir, tmp_path, scheme, fixture, use_crf,
+                                                    trained):
+    sentences = _served_words(fixture, scheme)
+    predict_file = tmp_path / "predict.txt"
+    conll.write_conll(predict_file, sentences)
+    if trained:
+        model_dir, max_seq_length = tagger_dir, 32
+    else:
+        max_seq_length = 12  # cuts the longer sentences: their last words are O on both sides
+        tags = conll.learn_tags(conll.read_conll(os.path.join(TESTDATA, fixture), scheme=scheme).sentences, scheme)
+        model_dir = _random_tagger(pretrained, tmp_path / "tagger", tags, scheme, use_crf, max_seq_length)
+    out = tmp_path / "ner"
+    result = run_driver("run_ner.py", f"--test_file={predict_file}", f"--init_checkpoint={model_dir}",
+                        f"--output_dir={out}", "--do_predict", f"--tagging_scheme={scheme}",
+                        f"--max_seq_length={max_seq_length}", "--eval_batch_size=2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    predicted = _read_predictions(out / "test_predictions.txt")
+    assert [[w for w, _ in row] for row in predicted] == [list(s.words) for s in sentences]
+    predicted_tags = [[t for _, t in row] for row in predicted]
+
+    texts = [" ".join(s.words) for s in sentences]
+    version_dir = export.export_saved_model(model_dir, tmp_path / "export", "ner")
+    served = export.serve_text(export.load_saved_model(version_dir), texts)
+    found = tag_schemes.entities(predicted_tags)
+    assert trained or sum(map(len, found)) >= 3, found  # the comparison is not vacuous
+    for i, (text, sentence, tags, entities) in enumerate(zip(texts, sentences, predicted_tags, found)):
+        assert _strings(served["tags"])[i] == tags + [""] * (served["tags"].shape[1] - len(tags))
+        starts = np.cumsum([0] + [len(w) + 1 for w in sentence.words])  # character offsets
+        ends = starts[:-1] + [len(w) for w in sentence.words]
+        want = [(kind, int(starts[a]), int(ends[b]), text[starts[a]:ends[b]]) for kind, a, b in entities]
+        k = len(want)
+        got = list(zip(_strings([served["entity_types"][i][:k]])[0], served["entity_starts"][i][:k].tolist(),
+                       served["entity_ends"][i][:k].tolist(), _strings([served["entity_texts"][i][:k]])[0]))
+        assert got == want
+        assert (served["entity_starts"][i][k:] == -1).all()
+        assert set(_strings([served["entity_types"][i][k:]])[0]) <= {""}
 
 
 def test_encoder_and_squad_exports(pretrained, tmp_path):

@@ -2,8 +2,8 @@
 
 No maintained CRF exists for Keras 3, so it is written here: the
 log-likelihood by the forward algorithm in log space, Viterbi decoding, and
-transition constraints that forbid moves invalid in the BIO, IOB1 or BIOES
-tagging scheme.
+transition constraints: tables of the allowed moves, which the caller makes
+(e.g. from a tagging scheme with `bert_tf.data.tag_schemes.allowed_transitions`).
 
 Dimension keys used in shapes:
   B: batch size    S: sequence length    T: number of tags
@@ -27,90 +27,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-# BIO is IOB2: every entity starts with B-. In IOB1 an entity starts with I-,
-# and B- only starts an entity that directly follows one of the same type.
-# BIOES (IOBES) marks single-token entities S- and last tokens E-.
-SCHEMES = ("BIO", "IOB1", "BIOES")
-# The prefixes of entity tags in each scheme.
-PREFIXES = {"BIO": "BI", "IOB1": "BI", "BIOES": "BIES"}
 # Added to the score of a forbidden move when decoding. Far below any sum of
 # emission and transition scores, yet finite, so that max and argmax stay
 # well defined in float32.
 FORBIDDEN_SCORE = -1e9
-
-
-def split_tag(tag: str, scheme: str) -> tuple[str, str]:
-    """Splits a tag into its prefix and entity type.
-
-    Args:
-      tag: "O", or a prefix of `scheme` + "-" + a non-empty type, e.g. "B-PER".
-      scheme: one of `SCHEMES`.
-
-    Returns:
-      ("O", "") for "O", else (prefix, type), e.g. ("B", "PER").
-
-    Raises:
-      ValueError: the tag has no such form.
-    """
-    if scheme not in SCHEMES:
-        raise ValueError(f"unknown tagging scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
-    if tag == "O":
-        return "O", ""
-    prefix, dash, entity_type = tag.partition("-")
-    if not dash or not entity_type or prefix not in PREFIXES[scheme]:
-        prefixes = "-, ".join(PREFIXES[scheme])
-        raise ValueError(f"tag {tag!r} is neither O nor {prefixes}- followed by a type ({scheme})")
-    return prefix, entity_type
-
-
-def transition_allowed(from_tag: str | None, to_tag: str | None, scheme: str) -> bool:
-    """Whether `to_tag` may follow `from_tag` in `scheme`.
-
-    Args:
-      from_tag: the previous tag, or None at the start of a sequence.
-      to_tag: the next tag, or None at the end of a sequence.
-      scheme: one of `SCHEMES`.
-
-    Returns:
-      True if the move is valid.
-
-    Raises:
-      ValueError: a tag is not of the scheme's form (see `split_tag`).
-    """
-    prev, prev_type = split_tag(from_tag, scheme) if from_tag is not None else ("O", "")
-    if to_tag is None:
-        # BIOES entities close explicitly; BIO and IOB1 ones close anywhere.
-        return scheme != "BIOES" or prev in "OES"
-    next_, next_type = split_tag(to_tag, scheme)
-    same_entity = prev != "O" and prev_type == next_type
-    if scheme == "BIO":
-        return next_ != "I" or same_entity
-    if scheme == "IOB1":
-        return next_ != "B" or same_entity
-    # BIOES: inside an entity only I- or E- of its type may follow.
-    if prev in "BI":
-        return next_ in "IE" and same_entity
-    return next_ in "OBS"
-
-
-def allowed_transitions(tags: Sequence[str], scheme: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Tables of the valid moves between the tags of a tag list.
-
-    Args:
-      tags: the T tag names, in id order.
-      scheme: one of `SCHEMES`.
-
-    Returns:
-      (transitions, start, end): bool arrays of shape [T, T] (from, to), [T]
-      (may start a sequence) and [T] (may end a sequence).
-
-    Raises:
-      ValueError: a tag is not of the scheme's form.
-    """
-    transitions = np.array([[transition_allowed(a, b, scheme) for b in tags] for a in tags], bool)
-    start = np.array([transition_allowed(None, tag, scheme) for tag in tags], bool)
-    end = np.array([transition_allowed(tag, None, scheme) for tag in tags], bool)
-    return transitions.reshape(len(tags), len(tags)), start, end
 
 
 def _compact(mask: tf.Tensor, *tensors: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
@@ -249,12 +169,12 @@ class CRF(keras.layers.Layer):
     Call it on emissions float [B, S, T] (and a mask [B, S]) to decode the
     best paths, int32 [B, S]; train with `negative_log_likelihood`.
 
-    Given a tag list and a scheme, moves invalid in that scheme (e.g. O ->
-    I-PER or B-PER -> I-LOC in BIO, a start at I-X, an end at B-X in BIOES)
-    get `FORBIDDEN_SCORE` when decoding, so they are never output. The
-    likelihood is left unconstrained: a gold path cut by truncation can end
-    inside a BIOES entity, and a constrained likelihood would make its loss
-    enormous. Learning makes invalid moves unlikely; decoding excludes them.
+    Moves that `allowed` forbids (e.g. O -> I-PER or B-PER -> I-LOC in BIO, a
+    start at I-X, an end at B-X in BIOES) get `FORBIDDEN_SCORE` when decoding,
+    so they are never output. The likelihood is left unconstrained: a gold
+    path cut by truncation can end inside a BIOES entity, and a constrained
+    likelihood would make its loss enormous. Learning makes invalid moves
+    unlikely; decoding excludes them.
 
     Attributes:
       transitions: float32 weight [T, T]; times `learning_rate_multiplier`, the
@@ -265,15 +185,16 @@ class CRF(keras.layers.Layer):
         with a tag.
     """
 
-    def __init__(self, num_tags: int, tags: Sequence[str] | None = None, scheme: str | None = None,
+    def __init__(self, num_tags: int, allowed: Sequence[Any] | None = None,
                  learning_rate_multiplier: float = 1.0, **kwargs: Any) -> None:
         """Creates the weights (zeros) and the constraint tables.
 
         Args:
           num_tags: T.
-          tags: the T tag names in id order; with `scheme`, enables the
-            constraints.
-          scheme: one of `SCHEMES`; needs `tags`.
+          allowed: (transitions, start, end), bool array-likes of shape
+            [T, T] (from, to), [T] (may start a sequence) and [T] (may end
+            one), as `bert_tf.data.tag_schemes.allowed_transitions` makes
+            them; None allows every move.
           learning_rate_multiplier: the scores are the weights times this. Under
             Adam a weight moves about the learning rate per step whatever its
             gradient's scale, so the scores move this many times faster: the
@@ -283,25 +204,23 @@ class CRF(keras.layers.Layer):
           **kwargs: `keras.layers.Layer` arguments; dtype defaults to float32.
 
         Raises:
-          ValueError: `tags` and `num_tags` disagree, only one of `tags` and
-            `scheme` is given, or a tag is not of the scheme's form.
+          ValueError: `allowed` is not three tables of those shapes.
         """
         kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
-        if tags is not None and len(tags) != num_tags:
-            raise ValueError(f"num_tags={num_tags} but {len(tags)} tags given")
-        if (tags is None) != (scheme is None):
-            raise ValueError("transition constraints need both tags and scheme")
         self.num_tags = num_tags
-        self.tags = list(tags) if tags is not None else None
-        self.scheme = scheme
         self.learning_rate_multiplier = float(learning_rate_multiplier)
-        if tags is None:
-            allowed = (np.ones([num_tags, num_tags], bool), np.ones([num_tags], bool), np.ones([num_tags], bool))
+        if allowed is None:
+            tables = [np.ones([num_tags, num_tags], bool), np.ones([num_tags], bool), np.ones([num_tags], bool)]
         else:
-            allowed = allowed_transitions(tags, scheme)
+            tables = [np.asarray(a, bool) for a in allowed]
+            shapes = [table.shape for table in tables]
+            if shapes != [(num_tags, num_tags), (num_tags,), (num_tags,)]:
+                raise ValueError(f"allowed: tables of shapes {shapes}; expected [{num_tags}, {num_tags}], "
+                                 f"[{num_tags}] and [{num_tags}] (transitions, start, end)")
+        self.allowed = None if allowed is None else tuple(tables)
         # Penalties added to the weights when decoding: 0 or FORBIDDEN_SCORE.
-        self._penalties = [np.where(a, 0.0, FORBIDDEN_SCORE).astype(np.float32) for a in allowed]
+        self._penalties = [np.where(a, 0.0, FORBIDDEN_SCORE).astype(np.float32) for a in tables]
         # The shapes depend on num_tags only, so the weights exist before the
         # first call and `negative_log_likelihood` may come first.
         zeros = keras.initializers.Zeros()
@@ -354,5 +273,6 @@ class CRF(keras.layers.Layer):
         return keras.KerasTensor(emissions.shape[:2], dtype="int32")
 
     def get_config(self) -> dict[str, Any]:
-        return {**super().get_config(), "num_tags": self.num_tags, "tags": self.tags,
-                "scheme": self.scheme, "learning_rate_multiplier": self.learning_rate_multiplier}
+        allowed = None if self.allowed is None else [table.tolist() for table in self.allowed]
+        return {**super().get_config(), "num_tags": self.num_tags, "allowed": allowed,
+                "learning_rate_multiplier": self.learning_rate_multiplier}

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import keras
+import numpy as np
+import tensorflow as tf
 
 from bert_tf.configs import BertConfig
+from bert_tf.modeling.crf import CRF
 from bert_tf.modeling.encoder import BertEncoder, encoder_inputs
 from bert_tf.modeling.heads import ClassificationHead, OutputLogits
 from bert_tf.modeling.layers import _config_from, initializer
@@ -62,14 +65,23 @@ CRF_LEARNING_RATE_MULTIPLIER = 100.0
 class BertTagger(_TaskModel):
     """Token tagging: per-token `logits`, float32 `[batch_size, seq_length, num_tags]`.
 
-    With a CRF (`crf_tags` given) the logits are the CRF's emission scores and
-    `self.crf` decodes them, never making a move that `scheme` forbids;
-    without, a softmax over each token.
+    With a CRF (`use_crf`) the logits are the CRF's emission scores and
+    `self.crf` decodes them, never making a move that `crf_allowed` forbids;
+    without, a softmax over each token. `decode` turns logits into tag ids
+    either way.
     """
 
-    def __init__(self, config: BertConfig | dict, num_tags: int, crf_tags: list[str] | None = None,
-                 scheme: str = "BIO",
+    def __init__(self, config: BertConfig | dict, num_tags: int, use_crf: bool = False,
+                 crf_allowed: list | None = None,
                  crf_learning_rate_multiplier: float = CRF_LEARNING_RATE_MULTIPLIER, **kwargs):
+        """Args:
+            config: the encoder's BertConfig.
+            num_tags: T.
+            use_crf: a CRF head, else a softmax per token.
+            crf_allowed: the CRF's allowed moves, (transitions [T, T], start
+                [T], end [T]) bools (see `CRF`); None allows every move.
+            crf_learning_rate_multiplier: see `CRF`.
+        """
         config = _config_from(config)
         kwargs.setdefault("name", "bert_tagger")
         # === Layers ===
@@ -78,10 +90,8 @@ class BertTagger(_TaskModel):
         self.emissions = keras.layers.Dense(num_tags, kernel_initializer=initializer(config),
                                             name="tagger")
         self.crf = None
-        if crf_tags is not None:
-            from bert_tf.modeling.crf import CRF
-
-            self.crf = CRF(num_tags, tags=crf_tags, scheme=scheme,
+        if use_crf:
+            self.crf = CRF(num_tags, allowed=crf_allowed,
                            learning_rate_multiplier=crf_learning_rate_multiplier, name="crf")
         # === Functional model ===
         inputs = encoder_inputs()
@@ -90,8 +100,25 @@ class BertTagger(_TaskModel):
         super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
         # === Config ===
         self.config = config
-        self._task_args = {"num_tags": num_tags, "crf_tags": crf_tags, "scheme": scheme,
+        self._task_args = {"num_tags": num_tags, "use_crf": use_crf,
+                           "crf_allowed": None if crf_allowed is None else [
+                               np.asarray(table, bool).tolist() for table in crf_allowed],
                            "crf_learning_rate_multiplier": crf_learning_rate_multiplier}
+
+    def decode(self, logits: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+        """Tag ids from logits: the CRF's best valid path over the masked positions, or argmax per position.
+
+        Args:
+            logits: float32 Tensor [B, S, T], the model's `logits`.
+            mask: bool Tensor [B, S], the positions to tag (the CRF runs over
+                these only, e.g. the words' first pieces).
+
+        Returns:
+            int32 Tensor [B, S]; with a CRF 0 at masked-out positions.
+        """
+        if self.crf is None:
+            return tf.argmax(logits, axis=-1, output_type=tf.int32)
+        return self.crf(logits, mask)
 
 
 @_REGISTER
@@ -115,17 +142,30 @@ class BertSpanLabeler(_TaskModel):
         self._task_args = {}
 
 
-def build_task_model(config: BertConfig, task_info: dict) -> keras.Model:
-    """Builds the model that a task.json describes (weights not loaded)."""
+def build_task_model(config: BertConfig, task_info: dict, crf_allowed: list | None = None) -> keras.Model:
+    """Builds the model that a task.json describes (weights not loaded).
+
+    Args:
+        config: the encoder's BertConfig.
+        task_info: the task.json contents.
+        crf_allowed: for a CRF tagger, the allowed moves of its tag list in its
+            scheme (`BertTagger`); models do not read tagging schemes, the
+            caller computes them.
+
+    Raises:
+        ValueError: an unknown task, or a CRF tagger without `crf_allowed`.
+    """
     kind = task_info.get("task")
     if kind == "classification":
         labels = task_info.get("labels") or []
         return BertClassifier(config, num_classes=len(labels) if labels else 1,
                               head=task_info.get("head", "pooled"), head_args=task_info.get("head_args"))
     if kind == "tagging":
-        tags = task_info["labels"]
-        return BertTagger(config, num_tags=len(tags), crf_tags=tags if task_info.get("crf") else None,
-                          scheme=task_info.get("scheme", "BIO"),
+        if task_info.get("crf") and crf_allowed is None:
+            raise ValueError("a CRF tagger needs crf_allowed, the moves its tagging scheme allows "
+                             "(bert_tf.data.tag_schemes.allowed_transitions)")
+        return BertTagger(config, num_tags=len(task_info["labels"]), use_crf=bool(task_info.get("crf")),
+                          crf_allowed=crf_allowed,
                           crf_learning_rate_multiplier=task_info.get("crf_learning_rate_multiplier",
                                                                     CRF_LEARNING_RATE_MULTIPLIER))
     if kind == "squad":

@@ -5,13 +5,16 @@ from __future__ import annotations
 import dataclasses
 import os
 
-import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints
 from bert_tf.configs import BertConfig
-from bert_tf.data import ner
+from bert_tf.data import tag_schemes
+from bert_tf.data.ner import conll, people_daily, prediction
+from bert_tf.data.ner.dictionary import dictionary_tags
+from bert_tf.data.ner.features import convert_to_features, first_pieces
+from bert_tf.data.ner.scoring import entity_scores
 from bert_tf.data.length_filter import LengthFilter, length_mask
 from bert_tf.data.tokenization import BertTokenizer
 from bert_tf.modeling.task_models import CRF_LEARNING_RATE_MULTIPLIER, BertTagger, build_task_model
@@ -42,21 +45,25 @@ class NerData:
             raise ValueError(f"--demo={self.demo}: the NER demo is peoples_daily")
 
 
-def predict_tags(model: BertTagger, features: dict, batch_size: int) -> np.ndarray:
-    """int32 `[N, S]` tag ids: the CRF's best valid path over first pieces, or per-token argmax."""
+def predict_tags(model: BertTagger, features: dict, tags: list[str], batch_size: int) -> list[list[str]]:
+    """One tag per word of each sentence, by `prediction.word_tags` as the exported model tags.
+
+    The CRF's best valid path over first pieces, or per-token argmax; "O" for
+    words without a first piece.
+    """
     logits = finetuning.predict(model, features, batch_size, seq_outputs=("logits",))["logits"]
-    if model.crf is None:
-        return logits.argmax(-1)
-    mask = features["word_ids"] >= 0
-    return np.concatenate([model.crf(tf.constant(logits[i:i + batch_size]), tf.constant(mask[i:i + batch_size])).numpy()
-                           for i in range(0, len(logits), batch_size)])
+    firsts = first_pieces(features)
+    decode = tf.function(lambda logits, firsts: prediction.word_tags(logits, firsts, tags, model.decode),
+                         reduce_retracing=True)
+    rows = [row for i in range(0, len(logits), batch_size)
+            for row in decode(tf.constant(logits[i:i + batch_size]), firsts[i:i + batch_size]).to_list()]
+    return [[tag.decode() for tag in row] for row in rows]
 
 
-def evaluate(model: BertTagger, data: ner.ConllFile, features: dict, tags: list[str],
+def evaluate(model: BertTagger, data: conll.ConllFile, features: dict, tags: list[str],
              batch_size: int) -> dict:
     """Entity-level precision, recall, F1 (conlleval rules), overall and per type."""
-    predicted = ner.word_tags(predict_tags(model, features, batch_size), features, tags)
-    return ner.entity_scores([s.tags for s in data.sentences], predicted)
+    return entity_scores([s.tags for s in data.sentences], predict_tags(model, features, tags, batch_size))
 
 
 def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train: bool,
@@ -94,8 +101,8 @@ def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train
     tokenizer = BertTokenizer(vocab_file, lower_case=lower)
     paths = {"train": data.train_file, "dev": data.dev_file, "test": data.test_file}
     if data.demo:
-        paths = {k: str(v) for k, v in ner.people_daily_ner().items()}
-    read = lambda name, tags=None: ner.read_conll(  # noqa: E731
+        paths = {k: str(v) for k, v in people_daily.people_daily_ner().items()}
+    read = lambda name, tags=None: conll.read_conll(  # noqa: E731
         paths[name], scheme=data.scheme, tags=tags, skip_bad_rows=data.skip_bad_rows)
     report: dict = {}
     with lock_output_dir(output_dir, strategy):
@@ -103,12 +110,12 @@ def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train
             train = read("train")
             if data.demo_subsample:
                 train = dataclasses.replace(train, sentences=train.sentences[:data.demo_subsample])
-            tags = ner.learn_tags(train.sentences, data.scheme)
+            tags = conll.learn_tags(train.sentences, data.scheme)
             logging.info("%d training sentences (%d skipped), tags %s", len(train.sentences),
                          len(train.skipped), tags)
             dev = read("dev", tags) if paths["dev"] else None
-            dev_features = ner.convert_to_features(dev.sentences, tokenizer, tags, max_seq_length) if dev else None
-            features = ner.convert_to_features(train.sentences, tokenizer, tags, max_seq_length)
+            dev_features = convert_to_features(dev.sentences, tokenizer, tags, max_seq_length) if dev else None
+            features = convert_to_features(train.sentences, tokenizer, tags, max_seq_length)
             keep, counts = length_mask(features["num_tokens"], data.length_filter)
             report["length_filter"] = dataclasses.asdict(counts)
             model_inputs = {k: features[k][keep]
@@ -116,13 +123,14 @@ def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train
             task_info = {"task": "tagging", "labels": tags, "crf": use_crf, "scheme": data.scheme,
                          "crf_learning_rate_multiplier": CRF_LEARNING_RATE_MULTIPLIER,
                          "max_seq_length": max_seq_length, "do_lower_case": tokenizer.lower_case}
+            crf_allowed = tag_schemes.allowed_transitions(tags, data.scheme) if use_crf else None
 
             def dev_scores(model):
                 scores = evaluate(model, dev, dev_features, tags, config.eval_batch_size)
                 return {k: scores[k] for k in ("f1", "precision", "recall")}
 
             report["train"] = finetuning.run_finetuning(
-                lambda: build_task_model(model_config, task_info),
+                lambda: build_task_model(model_config, task_info, crf_allowed),
                 tasks.TaggingTask(use_crf), optimizer,
                 dataclasses.replace(config, output_dir=output_dir, init_checkpoint=init_checkpoint,
                                     best_metric="f1"),
@@ -132,17 +140,17 @@ def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train
             if not (wanted and paths[name]):
                 continue
             split = read(name, tags)
-            features = ner.convert_to_features(split.sentences, tokenizer, tags, max_seq_length)
-            predicted = ner.word_tags(predict_tags(trained, features, config.eval_batch_size), features, tags)
+            features = convert_to_features(split.sentences, tokenizer, tags, max_seq_length)
+            predicted = predict_tags(trained, features, tags, config.eval_batch_size)
             if name == "test":
-                ner.write_conll(os.path.join(output_dir, "test_predictions.txt"),
+                conll.write_conll(os.path.join(output_dir, "test_predictions.txt"),
                                 [dataclasses.replace(s, tags=t) for s, t in zip(split.sentences, predicted)])
             if any(tag != "O" for s in split.sentences for tag in s.tags) or name == "dev":
-                report[name] = ner.entity_scores([s.tags for s in split.sentences], predicted)
+                report[name] = entity_scores([s.tags for s in split.sentences], predicted)
                 write_json(os.path.join(output_dir, f"{'eval' if name == 'dev' else 'test'}_results.json"),
                            report[name])
         if data.demo and "test" in report:
             train, test = read("train"), read("test", tags)
-            baseline = ner.dictionary_tags(train.sentences, [s.words for s in test.sentences], data.scheme)
-            report["baseline_dictionary"] = ner.entity_scores([s.tags for s in test.sentences], baseline)
+            baseline = dictionary_tags(train.sentences, [s.words for s in test.sentences], data.scheme)
+            report["baseline_dictionary"] = entity_scores([s.tags for s in test.sentences], baseline)
         return report

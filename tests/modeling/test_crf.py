@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.data import tag_schemes
 from bert_tf.modeling import crf
 
 TAGS = {
@@ -89,43 +90,20 @@ def test_masked_positions_are_skipped_not_cut():
     np.testing.assert_array_equal(paths[:, mask[0].astype(bool)], dense_paths)
 
 
-def test_transition_rules():
-    allowed = crf.transition_allowed
-    assert not allowed("O", "I-PER", "BIO")
-    assert not allowed("B-PER", "I-LOC", "BIO")
-    assert not allowed(None, "I-PER", "BIO")
-    assert allowed("B-PER", "I-PER", "BIO") and allowed("I-PER", "B-PER", "BIO")
-    assert allowed("I-PER", None, "BIO") and allowed("B-LOC", "O", "BIO")
-    # IOB1: I- starts entities; B- only right after an entity of the same type.
-    assert allowed(None, "I-PER", "IOB1") and allowed("O", "I-PER", "IOB1")
-    assert allowed("I-LOC", "I-PER", "IOB1") and allowed("I-PER", "B-PER", "IOB1")
-    assert not allowed("O", "B-PER", "IOB1") and not allowed("I-LOC", "B-PER", "IOB1")
-    # BIOES: entities close with E- or S-.
-    assert allowed("B-PER", "E-PER", "BIOES") and allowed("I-PER", "I-PER", "BIOES")
-    assert not allowed("B-PER", "O", "BIOES") and not allowed("B-PER", "E-LOC", "BIOES")
-    assert not allowed("I-PER", None, "BIOES") and not allowed(None, "E-PER", "BIOES")
-    assert not allowed("E-PER", "I-PER", "BIOES") and allowed("S-PER", "B-LOC", "BIOES")
-    assert not allowed("O", "E-PER", "BIOES") and allowed("E-PER", None, "BIOES")
-    transitions, start, end = crf.allowed_transitions(TAGS["BIO"], "BIO")
-    # Into I-X only from B-X and I-X; everything else anywhere.
-    assert transitions.sum() == 25 - 2 * 3 and start.tolist() == [True, True, True, False, False]
-    assert end.all()
-    with pytest.raises(ValueError, match="'E-PER' is neither O nor B-, I-"):
-        crf.split_tag("E-PER", "BIO")
-    with pytest.raises(ValueError, match="unknown tagging scheme 'IOB2'"):
-        crf.split_tag("O", "IOB2")
-
-
 def _is_valid(tags, scheme):
     sequence = [None, *tags, None]
-    return all(crf.transition_allowed(a, b, scheme) for a, b in zip(sequence, sequence[1:]))
+    return all(tag_schemes.transition_allowed(a, b, scheme) for a, b in zip(sequence, sequence[1:]))
 
 
-@pytest.mark.parametrize("scheme", crf.SCHEMES)
+def _constrained(tags, scheme, **kwargs):
+    return crf.CRF(len(tags), tag_schemes.allowed_transitions(tags, scheme), **kwargs)
+
+
+@pytest.mark.parametrize("scheme", tag_schemes.SCHEMES)
 def test_constrained_decoding_never_invalid(scheme):
     tags = TAGS[scheme]
     rng = np.random.default_rng(3)
-    layer = crf.CRF(len(tags), tags, scheme)
+    layer = _constrained(tags, scheme)
     layer.set_weights([rng.normal(scale=3.0, size=w.shape) for w in layer.get_weights()])
     emissions = rng.normal(scale=5.0, size=(200, 9, len(tags))).astype(np.float32)
     mask = np.arange(9)[None] < rng.integers(1, 10, size=(200, 1))
@@ -142,7 +120,7 @@ def test_constrained_decoding_never_invalid(scheme):
 def test_constrained_decoding_is_best_valid_path():
     tags = TAGS["BIO"]
     rng = np.random.default_rng(4)
-    layer = crf.CRF(len(tags), tags, "BIO")
+    layer = _constrained(tags, "BIO")
     weights = [rng.normal(size=w.shape).astype(np.float32) for w in layer.get_weights()]
     layer.set_weights(weights)
     emissions = rng.normal(scale=3.0, size=(6, 4, len(tags))).astype(np.float32)
@@ -201,7 +179,7 @@ def test_loss_gradient_is_finite():
 def _model(tags, scheme):
     emissions = keras.Input((None, len(tags)), name="emissions")
     mask = keras.Input((None,), dtype="int32", name="mask")
-    return keras.Model([emissions, mask], crf.CRF(len(tags), tags, scheme, name="crf")(emissions, mask))
+    return keras.Model([emissions, mask], _constrained(tags, scheme, name="crf")(emissions, mask))
 
 
 def test_config_and_saving_round_trip(tmp_path):
@@ -216,7 +194,9 @@ def test_config_and_saving_round_trip(tmp_path):
     assert want.dtype == np.int32 and want.shape == (8, 7)
 
     clone = crf.CRF.from_config(layer.get_config())
-    assert (clone.num_tags, clone.tags, clone.scheme) == (len(tags), tags, "BIOES")
+    assert clone.num_tags == len(tags)
+    for table, expected in zip(clone.allowed, tag_schemes.allowed_transitions(tags, "BIOES"), strict=True):
+        np.testing.assert_array_equal(table, expected)
     clone.set_weights(layer.get_weights())
     np.testing.assert_array_equal(clone(emissions, mask), want)
 
@@ -264,7 +244,7 @@ def test_learns_transitions_from_tags_alone():
     # Emissions carry no information, so only the transition weights can learn
     # the gold paths: B-PER I-PER then O, of lengths 3 to 6.
     tags = TAGS["BIO"]
-    layer = crf.CRF(len(tags), tags, "BIO")
+    layer = _constrained(tags, "BIO")
     optimizer = keras.optimizers.Adam(0.1)
     emissions = np.zeros([4, 6, len(tags)], np.float32)
     mask = np.arange(6)[None] < np.array([[3], [4], [5], [6]])
@@ -300,3 +280,9 @@ def test_learning_rate_multiplier_scales_scores_and_speeds_adam():
         return np.abs(layer.transitions.numpy() * layer.learning_rate_multiplier).max()
 
     np.testing.assert_allclose(moved(scaled) / moved(plain), 50.0, rtol=0.05)
+
+
+def test_allowed_tables_must_fit_num_tags():
+    with pytest.raises(ValueError, match=r"allowed: tables of shapes \[\(2, 2\), \(2,\), \(2,\)\]; expected \[3, 3\]"):
+        crf.CRF(3, [np.ones([2, 2]), np.ones(2), np.ones(2)])
+    assert crf.CRF.from_config(crf.CRF(3).get_config()).allowed is None
