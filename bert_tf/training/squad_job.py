@@ -10,7 +10,7 @@ from absl import logging
 
 from bert_tf import checkpoints
 from bert_tf.configs import BertConfig
-from bert_tf.data.squad import decoding, features, metrics, reading
+from bert_tf.data.squad import features, metrics, predictions as squad_predictions, reading
 from bert_tf.data.tokenization import BertTokenizer
 from bert_tf.modeling.task_models import BertSpanLabeler
 from bert_tf.training import finetuning, tasks
@@ -52,13 +52,13 @@ def _predict(model, tokenizer, squad_config: SquadConfig, max_seq_length: int, b
     examples, skipped, arrays, windows = _read(squad_config.predict_file, False, tokenizer,
                                                squad_config, max_seq_length)
     logits = finetuning.predict(model, arrays, batch_size, seq_outputs=("start_logits", "end_logits"))
-    predictions = decoding.decode_predictions(
+    predictions = squad_predictions.decode_predictions(
         windows, logits["start_logits"], logits["end_logits"], n_best_size=squad_config.n_best_size,
         max_answer_length=squad_config.max_answer_length,
         version_2_with_negative=squad_config.version_2_with_negative,
         null_score_diff_threshold=squad_config.null_score_diff_threshold)
     if output_dir is not None:
-        for path in decoding.write_predictions(output_dir, predictions):
+        for path in squad_predictions.write_predictions(output_dir, predictions):
             logging.info("wrote %s", path)
     gold = reading.gold_answers(examples)
     if squad_config.version_2_with_negative:

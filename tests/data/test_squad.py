@@ -16,7 +16,8 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
-from bert_tf.data.squad import alignment, decoding, metrics as squad_metrics, reading
+from bert_tf.data.squad import alignment, metrics as squad_metrics, reading
+from bert_tf.data.squad import predictions as squad_predictions
 from bert_tf.data.squad import features as squad_features
 from bert_tf.data.tokenization import BertTokenizer, normalize_text
 
@@ -306,7 +307,7 @@ def test_long_context_is_split_with_stride_and_max_context(tokenizer, tmp_path, 
     assert 1 <= in_window.sum() < len(features)
     # Decoding the pointed span from every window gives the answer once.
     start, end = _point_logits(arrays, features)
-    assert decoding.decode_predictions(features, start, end).predictions == {"long": "the farmer"}
+    assert squad_predictions.decode_predictions(features, start, end).predictions == {"long": "the farmer"}
 
 
 def test_features_equal_the_originals(tokenizer, original, minilm_dir, tmp_path):
@@ -388,7 +389,7 @@ def test_decoding_pointed_spans_gives_the_exact_original_substring(tokenizer, pa
         # [CLS] wins for impossible questions, loses elsewhere.
         impossible = np.array([f.example.is_impossible for f in features])
         start[:, 0] = end[:, 0] = np.where(impossible, 9.0, -9.0)
-    result = decoding.decode_predictions(features, start, end, version_2_with_negative=v2)
+    result = squad_predictions.decode_predictions(features, start, end, version_2_with_negative=v2)
     # Case, accents and unicode punctuation as in the context; "1985" without "(in".
     assert result.predictions == {e.qas_id: e.answer_text for e in examples}
     if not v2:
@@ -427,8 +428,9 @@ def test_decoding_equals_the_originals(tokenizer, original, minilm_dir, tmp_path
     logit_sets = [[np.where(padding, -100.0, x) for x in logits] for logits in (pointed, (3 * noise(), 3 * noise()))]
     for (start, end), threshold, n_best in itertools.product(logit_sets, (-2.0, 0.0, 1.5) if v2 else (0.0,),
                                                              (20, 7)):
-        ours = decoding.decode_predictions(features, start, end, n_best_size=n_best, version_2_with_negative=v2,
-                                           null_score_diff_threshold=threshold)
+        ours = squad_predictions.decode_predictions(features, start, end, n_best_size=n_best,
+                                                    version_2_with_negative=v2,
+                                                    null_score_diff_threshold=threshold)
         predictions, nbest, null_odds = _original_decoding(
             original, tmp_path, theirs, expected, start, end, v2=v2, threshold=threshold, n_best_size=n_best)
         # Without any valid span the original answers the nonce text "empty"; we answer "".
@@ -452,9 +454,9 @@ def test_padding_logits_do_not_matter(tokenizer):
     padding = arrays["input_mask"] == 0
     assert padding.any()
     start, end = np.random.default_rng(1).normal(size=(2,) + padding.shape)
-    decoded = [decoding.decode_predictions(features, np.where(padding, fill, start), np.where(padding, fill, end),
-                                           version_2_with_negative=True, n_best_size=5)
-               for fill in (-100.0, 0.0, 100.0)]
+    decoded = [squad_predictions.decode_predictions(
+        features, np.where(padding, fill, start), np.where(padding, fill, end), version_2_with_negative=True,
+        n_best_size=5) for fill in (-100.0, 0.0, 100.0)]
     assert decoded[0].nbest != {}
     assert decoded[0] == decoded[1] == decoded[2]
 
@@ -482,7 +484,7 @@ def test_decoding_keeps_combining_marks_and_places_unknown_pieces(tokenizer, tmp
     assert _piece_texts(tokenizer, doc.ids[doc.word_to_piece[6]:doc.word_to_piece[7]]) == ("(", "[UNK]", ")")
     assert _piece_texts(tokenizer, doc.ids[doc.word_to_piece[-2]:]) == ("[UNK]", "(", "[UNK]", ")", ".")
     start, end = _point_logits(arrays, features)
-    predictions = decoding.decode_predictions(features, start, end).predictions
+    predictions = squad_predictions.decode_predictions(features, start, end).predictions
     # The decomposed accent stays with its letter, the parenthesis does not.
     assert predictions["mark"] == "Cafe\u0301"
     # An [UNK] piece stands for one whole tokenizer word.
@@ -519,7 +521,7 @@ def test_decoding_chinese_without_spaces_gives_exact_spans(tokenizer, tmp_path):
         examples, tokenizer, max_seq_length=32, doc_stride=8, max_query_length=8, is_training=True)
     assert len(features) > 3 * len(examples) and tokenizer.unk_id in features[0].doc.ids
     start, end = _point_logits(arrays, features)
-    predictions = decoding.decode_predictions(features, start, end).predictions
+    predictions = squad_predictions.decode_predictions(features, start, end).predictions
     assert predictions == {"z1": "江泽民", "z2": "北京人民大会堂", "z3": "1998年1月"}
 
 
@@ -528,8 +530,16 @@ ALIGNMENT_CASES = [
     "ＡＢＣ１２３！？ ½ Ⅻ ① ㎏ ™ 中文English混合abc中。 日本語のテキスト 한국어 \u1100\u1161",
     "😀👍🏽 👨\u200d👩\u200d👧 ❤️ مرحبا नमस्ते สวัสดีครับ Привет,мир! a\x00b\u200bc\ufeffd\u00adg",
     "a\u00a0b\u3000c\u2002e line\u2028sep U.S.A. don't 3.14 $5 a+b=c <tag> ^_^ `q` |p| ~t ##abc [UNK]",
-    "x" * 101 + " " + "я" * 60 + " (MIDI\u2603X) \u2603(\u2603).",
+    "x" * 101 + " " + "я" * 60 + " (MIDI\u2603X) \u2603(\u2603). " + "Ü" * 201 + "!",
 ]
+
+
+def test_context_words_split_alike_in_python_and_in_graph():
+    text = " a\u202fb\u00a0c\td\n e\u2028f\r\n\u3000g  "
+    context = reading.SquadContext.from_text(text)
+    words, starts = alignment.split_context_words(tf.constant([text]))
+    assert [w.decode() for w in words[0].numpy()] == context.words == ["a", "b\u00a0c", "d", "e\u2028f", "\u3000g"]
+    assert starts[0].numpy().tolist() == context.word_starts.tolist()
 
 
 def test_pieces_align_with_characters_wherever_unicode_agrees(minilm_dir):
@@ -557,6 +567,10 @@ def test_pieces_align_with_characters_wherever_unicode_agrees(minilm_dir):
                 if piece != "[UNK]":
                     assert piece.removeprefix("##").replace("ς", "σ") in text.replace("ς", "σ"), (word, spans)
             assert all(b1 <= b2 and e1 <= e2 for b1, b2, e1, e2 in zip(starts, starts[1:], ends, ends[1:]))
+        # A word over max_input_chars_per_word is one [UNK] spanning it.
+        ids, begin, end = alignment.word_pieces(cased, tf.constant(["Ü" * 201 + "!"]))
+        assert _piece_texts(cased, ids[0].numpy()) == ("[UNK]", "!")
+        assert list(zip(begin[0].numpy(), end[0].numpy())) == [(0, 201), (201, 202)]
 
 
 def test_v2_null_threshold_and_null_odds(tokenizer):
@@ -574,7 +588,7 @@ def test_v2_null_threshold_and_null_odds(tokenizer):
     window_features = [features[row] for row in rows]
 
     def decode(threshold):
-        return decoding.decode_predictions(window_features, start, end, version_2_with_negative=True,
+        return squad_predictions.decode_predictions(window_features, start, end, version_2_with_negative=True,
                                         null_score_diff_threshold=threshold)
     span_kept, null_chosen = decode(1.6), decode(1.4)
     assert span_kept.null_odds == null_chosen.null_odds == {"v2q3": pytest.approx(1.5)}
@@ -586,7 +600,7 @@ def test_v2_null_threshold_and_null_odds(tokenizer):
     assert (null_entry.start_logit, null_entry.end_logit) == (3.5, 3.0)
     # Without a valid span, the null answer is the only candidate.
     start[0, first] = end[0, last] = -20.0
-    only_null = decoding.decode_predictions(window_features, start, end, version_2_with_negative=True,
+    only_null = squad_predictions.decode_predictions(window_features, start, end, version_2_with_negative=True,
                                          n_best_size=1, max_answer_length=1)
     assert only_null.predictions == {"v2q3": ""}
     assert only_null.null_odds == {"v2q3": float("inf")}
@@ -597,8 +611,8 @@ def test_writes_prediction_files_atomically(tmp_path, tokenizer):
     examples, _ = reading.read_squad_examples(V2, is_training=False, version_2_with_negative=True)
     arrays, features = squad_features.convert_examples_to_features(examples, tokenizer, is_training=False, **SHAPE)
     logits = np.random.default_rng(0).normal(size=(2,) + arrays["input_word_ids"].shape)
-    result = decoding.decode_predictions(features, *logits, version_2_with_negative=True, n_best_size=5)
-    paths = decoding.write_predictions(tmp_path / "out", result)
+    result = squad_predictions.decode_predictions(features, *logits, version_2_with_negative=True, n_best_size=5)
+    paths = squad_predictions.write_predictions(tmp_path / "out", result)
     assert sorted(os.listdir(tmp_path / "out")) == ["nbest_predictions.json", "null_odds.json",
                                                    "predictions.json"]
     assert [os.path.basename(p) for p in paths] == ["predictions.json", "nbest_predictions.json",
