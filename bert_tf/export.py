@@ -333,6 +333,9 @@ def export_saved_model(model_dir: str | os.PathLike, export_dir: str | os.PathLi
     if not 3 <= length <= model.config.max_position_embeddings:
         raise ExportError(f"--max_seq_length={length}: must be in [3, max_position_embeddings="
                           f"{model.config.max_position_embeddings}]")
+    if task_info.get("task") == "squad" and length - task_info.get("max_query_length", 64) - 3 < 1:
+        raise ExportError(f"--max_seq_length={length} leaves no room for a context after a question of "
+                          f"max_query_length={task_info.get('max_query_length', 64)}, [CLS] and two [SEP]")
     lower_case = task_info.get("do_lower_case", model.config.do_lower_case)
     serving = _Serving(model, BertTokenizer(vocab_file, lower_case=lower_case), task_info, length)
 

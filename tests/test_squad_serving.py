@@ -22,16 +22,24 @@ LONG_QUESTIONS = [("last", "What had everyone heard before?", "heard them before
                   ("middle", "What was the exhibition about?", "ancient navigation")]
 
 
-def _long_file(directory):
+def _long_paragraph():
     with open(os.path.join(TESTDATA, "en_corpus.txt"), encoding="utf-8") as f:
         context = " ".join(f.read().split())
     assert context.endswith("although they had heard them before.")
     qas = [{"id": qid, "question": question,
             "answers": [{"text": answer, "answer_start": context.rindex(answer)}]}
            for qid, question, answer in LONG_QUESTIONS]
-    path = os.path.join(directory, "long.json")
+    return {"context": context, "qas": qas}
+
+
+def _with_long_paragraph(fixture, directory):
+    """The fixture file with the long context added as one more article."""
+    with open(os.path.join(TESTDATA, fixture), encoding="utf-8") as f:
+        dataset = json.load(f)
+    dataset["data"].append({"title": "long", "paragraphs": [_long_paragraph()]})
+    path = os.path.join(directory, fixture)
     with open(path, "w", encoding="utf-8") as f:
-        json.dump({"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}, f)
+        json.dump(dataset, f)
     return path
 
 
@@ -59,20 +67,21 @@ def _pointing_model(tokenizer, path):
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory, minilm_dir):
-    """(long file, model directory and loaded export for v1.1 and v2.0): one model, two task.json."""
+    """v2 -> (SQuAD file, model directory, loaded export): one model, two task.json."""
     root = tmp_path_factory.mktemp("squad_serving")
     vocab = os.path.join(minilm_dir, "vocab.txt")
-    long_path = _long_file(root)
-    model = _pointing_model(BertTokenizer(vocab), long_path)
+    files = {v2: _with_long_paragraph(name, root) for v2, name in ((False, "squad_v1.1.json"),
+                                                                  (True, "squad_v2.0.json"))}
+    model = _pointing_model(BertTokenizer(vocab), files[False])
     models = {}
     for v2 in (False, True):
         task_info = {"task": "squad", "max_seq_length": SHAPE["max_seq_length"], "doc_stride": SHAPE["doc_stride"],
                      "max_query_length": SHAPE["max_query_length"], "n_best_size": 7, "max_answer_length": 10,
                      "version_2_with_negative": v2, "null_score_diff_threshold": 0.5, "do_lower_case": True}
         model_dir = checkpoints.save_model_dir(model, root / f"model_v2_{v2}", vocab, task_info)
-        models[v2] = (model_dir, export.load_saved_model(
+        models[v2] = (files[v2], model_dir, export.load_saved_model(
             export.export_saved_model(model_dir, root / "export", f"squad_v2_{v2}")))
-    return long_path, models
+    return models
 
 
 def _predictions_json(model_dir, path, v2, out):
@@ -94,12 +103,10 @@ def _predictions_json(model_dir, path, v2, out):
     return predictions, null_odds
 
 
-@pytest.mark.parametrize("name,v2", [("squad_v1.1.json", False), ("squad_v2.0.json", True), ("long", False),
-                                     ("long", True)])
-def test_export_answers_equal_run_squad_predictions(setup, tmp_path, name, v2):
-    long_path, models = setup
-    path = long_path if name == "long" else os.path.join(TESTDATA, name)
-    model_dir, loaded = models[v2]
+@pytest.mark.parametrize("v2", [False, True])
+def test_export_answers_equal_run_squad_predictions(setup, tmp_path, v2):
+    # Every question of the fixture and of the long context.
+    path, model_dir, loaded = setup[v2]
     expected, null_odds = _predictions_json(model_dir, path, v2, tmp_path / "out")
     examples, _ = reading.read_squad_examples(path, is_training=False, version_2_with_negative=v2)
     out = export.serve_text(loaded, [e.question for e in examples], [e.context.text for e in examples])
@@ -114,8 +121,9 @@ def test_export_answers_equal_run_squad_predictions(setup, tmp_path, name, v2):
     if v2:
         assert dict(zip(answers, out["null_odds"].tolist())) == pytest.approx(null_odds, abs=1e-4)
         assert set(out) == {"answer", "answer_start", "answer_end", "answer_score", "null_odds"}
-    if name == "long":
-        # Several windows; the answer of "last" is scored in the last one only.
+    # The long context: several windows; the answer of "last" is scored in the last one only.
+    assert {"last", "middle"} <= set(answers)
+    if not v2:
         tokenizer = BertTokenizer(os.path.join(model_dir, "vocab.txt"))
         training, _ = reading.read_squad_examples(path, is_training=True)
         arrays, windows = squad_features.convert_examples_to_features(training, tokenizer, is_training=True, **SHAPE)
@@ -125,4 +133,11 @@ def test_export_answers_equal_run_squad_predictions(setup, tmp_path, name, v2):
         assert start > 0 and windows[last[-1]].is_max_context[start - windows[last[-1]].doc_offset]
         assert all(arrays["start_positions"][row] == 0 or not windows[row].is_max_context[
             arrays["start_positions"][row] - windows[row].doc_offset] for row in last[:-1])
-        assert answers["last"] == "heard them before"
+    assert answers["last"] == "heard them before"
+
+
+def test_export_refuses_a_length_without_room_for_the_context(setup, tmp_path):
+    _, model_dir, _ = setup[False]
+    with pytest.raises(export.ExportError, match="--max_seq_length=15 leaves no room for a context"):
+        export.export_saved_model(model_dir, tmp_path / "export", "squad", max_seq_length=15)
+    assert not os.path.exists(tmp_path / "export" / "squad" / "1")

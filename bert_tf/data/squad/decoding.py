@@ -70,15 +70,15 @@ class Decoded(NamedTuple):
     """The n-best lists and answers of a batch of questions.
 
     N-best tensors are [questions, n_best_size + 1], padded after `nbest_size`
-    entries ("" and -1, zero logits). Character offsets index the context;
-    -1 for the empty answer.
+    entries ("" and zero logits).
 
     Attributes:
-      nbest_text: tf.string. nbest_begin, nbest_end: int64.
+      nbest_text: tf.string.
       nbest_start_logit, nbest_end_logit, nbest_probability: float64.
       nbest_size: int32 [questions].
       answer: tf.string [questions], the prediction ("" for no answer).
-      answer_begin, answer_end: int64 [questions].
+      answer_begin, answer_end: int64 [questions], character offsets of the
+        answer in the context; -1 for "".
       answer_score: float64 [questions], start + end logit of the prediction
         (the null score when it is "" in v2.0).
       null_odds: float64 [questions], null score minus the best non-null
@@ -86,8 +86,6 @@ class Decoded(NamedTuple):
     """
 
     nbest_text: tf.Tensor
-    nbest_begin: tf.Tensor
-    nbest_end: tf.Tensor
     nbest_start_logit: tf.Tensor
     nbest_end_logit: tf.Tensor
     nbest_probability: tf.Tensor
@@ -250,8 +248,7 @@ def decode_windows(start_logits: tf.Tensor, end_logits: tf.Tensor, layout: Windo
     if version_2_with_negative:
         answered &= null_odds <= null_score_diff_threshold
     return Decoded(
-        nbest_text=per_question(entry_text, ""), nbest_begin=per_question(entry_begin, -1),
-        nbest_end=per_question(entry_end, -1), nbest_start_logit=per_question(entries.start_logit, 0.0),
+        nbest_text=per_question(entry_text, ""), nbest_start_logit=per_question(entries.start_logit, 0.0),
         nbest_end_logit=per_question(entries.end_logit, 0.0), nbest_probability=per_question(probability, 0.0),
         nbest_size=tf.math.unsorted_segment_sum(tf.ones_like(entries.question, tf.int32), entries.question,
                                                 num_questions),
