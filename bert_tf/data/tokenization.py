@@ -76,9 +76,10 @@ _DELETED = r"[\p{Cc}\p{Cf}\x{FFFD}]"
 # ASCII symbols such as $ + < = > ^ ` | ~ are not category P but the original
 # `_is_punctuation` counts all of 33-47, 58-64, 91-96 and 123-126.
 _PUNCTUATION = r"[!-/:-@\[-`{-~\p{P}]"
+# Normalised text splits into words on spaces and around punctuation.
+_WORD_SPLIT = f" +|{_PUNCTUATION}"
 # The CJK Unified Ideographs blocks of the original `_is_chinese_char`; Hangul,
 # Hiragana and Katakana are not among them and stay in words.
-_WORD_SPLIT = f" +|{_PUNCTUATION}"
 _CJK = (r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}"
         r"\x{2A700}-\x{2B73F}\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}"
         r"\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]")
