@@ -11,8 +11,10 @@ output or converted checkpoint, classifier, tagger, SQuAD span model) into
   classifier `probabilities`, `label_id`, `label`; regression `score`;
   tagger `tokens`, `tags` (one per word, "" padding) and the entities
   `entity_types`, `entity_texts`, `entity_starts`, `entity_ends` (character
-  offsets into `text`, end exclusive, -1 padding); SQuAD `start_logits`,
-  `end_logits`, `answer`, `answer_start`, `answer_end`; encoder
+  offsets into `text`, end exclusive, -1 padding); SQuAD `answer`,
+  `answer_start`, `answer_end` (character offsets into `text_pair`, -1 for
+  no answer), `answer_score` and for v2.0 `null_odds`, decoded from every
+  `doc_stride` window as run_squad.py's evaluation decodes; encoder
   `pooled_output`, `sequence_output`.
 - `serve_token_ids`: int32 `input_word_ids`, `input_mask`, `input_type_ids`
   [batch, max_seq_length], for clients that tokenize themselves; returns the
@@ -38,6 +40,8 @@ from bert_tf import checkpoints
 from bert_tf.data import tag_schemes
 from bert_tf.data.ner import prediction
 from bert_tf.data.packing import pack_segments, trim_padding
+from bert_tf.data.squad import alignment as squad_alignment, decoding as squad_decoding
+from bert_tf.data.squad import features as squad_features
 from bert_tf.data.tokenization import BertTokenizer, split_words_with_offsets
 
 SERVING_DEFAULT = "serving_default"
@@ -189,54 +193,29 @@ class _Serving(tf.Module):
         }
 
     def _answer(self, text, text_pair):
-        question = self.tokenizer(text)[:, :self.task_info.get("max_query_length", 64)]
-        words, begin, end, context, first = self._words(text_pair)
-        inputs = self._pack([question, context])
-        outputs = self._run(inputs)
-        start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]
-        # Context pieces sit after [CLS] question [SEP] and before the last [SEP]
-        # (input_type_ids 1, but not the final [SEP]).
-        seq = self.max_seq_length
-        is_context = tf.equal(inputs["input_type_ids"], 1) & tf.equal(
-            tf.roll(inputs["input_type_ids"], -1, 1) * tf.roll(inputs["input_mask"], -1, 1), 1)
-        offset = tf.argmax(tf.cast(is_context, tf.int32), axis=1, output_type=tf.int32)  # first context position
-        longest = self.task_info.get("max_answer_length", 30)
-        span = tf.range(seq)[None, :] - tf.range(seq)[:, None]  # end - start
-        valid = ((span >= 0) & (span < longest))[None] & is_context[:, :, None] & is_context[:, None, :]
-        scores = tf.where(valid, start_logits[:, :, None] + end_logits[:, None, :], -np.inf)
-        best = tf.argmax(tf.reshape(scores, [-1, seq * seq]), axis=1, output_type=tf.int32)
-        best_score = tf.reduce_max(tf.reshape(scores, [-1, seq * seq]), axis=1)
-        start, stop = best // seq, best % seq  # token positions
-        # Token positions back to words: the word of a piece is the last word
-        # whose first piece is at or before it.
-        rows = words.value_rowids()
-        word_first = tf.RaggedTensor.from_value_rowids(tf.where(first >= 0, first, 1 << 40), rows,
-                                                       nrows=tf.shape(text_pair, out_type=tf.int64)[0])
-
-        def word_of(position):
-            piece = tf.cast(position - offset, tf.int64)[:, None]
-            return tf.reduce_sum(tf.cast(word_first <= piece, tf.int32), axis=1) - 1
-
-        has_answer = tf.math.is_finite(best_score)
-        # An unanswerable row (no context piece) reads the 0 appended at the end.
-        total = tf.size(begin.flat_values, out_type=tf.int64)
-
-        def byte_offset(offsets: tf.RaggedTensor, position: tf.Tensor) -> tf.Tensor:
-            index = words.row_starts() + tf.cast(word_of(position), tf.int64)
-            return tf.gather(tf.concat([offsets.flat_values, [0]], 0), tf.where(has_answer, index, total))
-
-        byte_begin, byte_end = byte_offset(begin, start), byte_offset(end, stop)
-        if self.task_info.get("version_2_with_negative"):
-            null = start_logits[:, 0] + end_logits[:, 0]
-            has_answer &= null - best_score <= self.task_info.get("null_score_diff_threshold", 0.0)
-        byte_begin, byte_end = (tf.where(has_answer, b, 0) for b in (byte_begin, byte_end))
-        rows = tf.range(tf.shape(text_pair, out_type=tf.int64)[0])
-        return {
-            "start_logits": start_logits, "end_logits": end_logits,
-            "answer": tf.strings.substr(text_pair, byte_begin, byte_end - byte_begin),
-            "answer_start": tf.where(has_answer, _char_offsets(text_pair, rows, byte_begin), -1),
-            "answer_end": tf.where(has_answer, _char_offsets(text_pair, rows, byte_end), -1),
-        }
+        # The windows of run_squad.py's evaluation, slid over the context in
+        # the graph, and its decoding (bert_tf.data.squad.decoding).
+        info = self.task_info
+        question = self.tokenizer(text)[:, :info.get("max_query_length", 64)]
+        context = squad_alignment.context_pieces(self.tokenizer, text_pair)
+        layout = squad_features.window_layout(context.ids.row_lengths(), question.row_lengths(),
+                                              max_seq_length=self.max_seq_length,
+                                              doc_stride=info.get("doc_stride", 128))
+        outputs = self._run(squad_features.pack_windows(question, context.ids, layout,
+                                                        max_seq_length=self.max_seq_length,
+                                                        tokenizer=self.tokenizer))
+        v2 = bool(info.get("version_2_with_negative"))
+        decoded = squad_decoding.decode_windows(
+            outputs["start_logits"], outputs["end_logits"], layout,
+            squad_decoding.Contexts(text_pair, context.begin, context.end),
+            n_best_size=info.get("n_best_size", 20), max_answer_length=info.get("max_answer_length", 30),
+            version_2_with_negative=v2, null_score_diff_threshold=info.get("null_score_diff_threshold", 0.0))
+        result = {"answer": decoded.answer, "answer_start": tf.cast(decoded.answer_begin, tf.int32),
+                  "answer_end": tf.cast(decoded.answer_end, tf.int32),
+                  "answer_score": tf.cast(decoded.answer_score, tf.float32)}
+        if v2:
+            result["null_odds"] = tf.cast(decoded.null_odds, tf.float32)
+        return result
 
 
 def _load(model_dir: str) -> tuple[keras.Model, str, dict]:
@@ -317,6 +296,9 @@ def export_saved_model(model_dir: str | os.PathLike, export_dir: str | os.PathLi
     if not 3 <= length <= model.config.max_position_embeddings:
         raise ExportError(f"--max_seq_length={length}: must be in [3, max_position_embeddings="
                           f"{model.config.max_position_embeddings}]")
+    if task_info.get("task") == "squad" and length - task_info.get("max_query_length", 64) - 3 < 1:
+        raise ExportError(f"--max_seq_length={length} leaves no room for a context after a question of "
+                          f"max_query_length={task_info.get('max_query_length', 64)}, [CLS] and two [SEP]")
     lower_case = task_info.get("do_lower_case", model.config.do_lower_case)
     serving = _Serving(model, BertTokenizer(vocab_file, lower_case=lower_case), task_info, length)
 

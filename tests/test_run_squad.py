@@ -36,6 +36,12 @@ def test_train_and_predict(pretrained, tmp_path, version):
     scores = json.load(open(out / "eval_results.json"))
     assert 0 <= scores["f1"] <= 100 and (out / "nbest_predictions.json").exists()
     assert (out / "null_odds.json").exists() == (version == "v2.0")
+    # What the export needs to window and decode as this evaluation did.
+    task = json.load(open(out / "best" / "task.json"))
+    assert {k: task[k] for k in ("max_seq_length", "doc_stride", "max_query_length", "n_best_size",
+                                 "max_answer_length", "version_2_with_negative")} == {
+        "max_seq_length": 64, "doc_stride": 16, "max_query_length": 16, "n_best_size": 20,
+        "max_answer_length": 30, "version_2_with_negative": version == "v2.0"}
 
 
 def test_answer_not_at_answer_start(pretrained, tmp_path):

@@ -76,6 +76,8 @@ _DELETED = r"[\p{Cc}\p{Cf}\x{FFFD}]"
 # ASCII symbols such as $ + < = > ^ ` | ~ are not category P but the original
 # `_is_punctuation` counts all of 33-47, 58-64, 91-96 and 123-126.
 _PUNCTUATION = r"[!-/:-@\[-`{-~\p{P}]"
+# Normalised text splits into words on spaces and around punctuation.
+_WORD_SPLIT = f" +|{_PUNCTUATION}"
 # The CJK Unified Ideographs blocks of the original `_is_chinese_char`; Hangul,
 # Hiragana and Katakana are not among them and stay in words.
 _CJK = (r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}"
@@ -171,7 +173,7 @@ def split_words(text: tf.Tensor) -> tf.RaggedTensor:
     Returns:
       tf.string RaggedTensor of shape [batch, (words)].
     """
-    return tf_text.regex_split(text, f" +|{_PUNCTUATION}", _PUNCTUATION)
+    return tf_text.regex_split(text, _WORD_SPLIT, _PUNCTUATION)
 
 
 def split_words_with_offsets(text: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
@@ -270,15 +272,44 @@ class BertTokenizer(keras.layers.Layer):
         inputs = tf.convert_to_tensor(inputs, dtype=tf.string)
         if inputs.shape.rank not in (0, 1):
             raise ValueError(f"BertTokenizer takes a scalar or a [batch] of strings, got shape {inputs.shape}")
-        batch = tf.reshape(inputs, [-1])
-        words = split_words(normalize_text(batch, self.lower_case))
+        words = split_words(normalize_text(tf.reshape(inputs, [-1]), self.lower_case))
+        ids = tf.cast(self._wordpiece.tokenize(self._cap_word_length(words)).merge_dims(-2, -1), tf.int32)
+        return ids[0] if inputs.shape.rank == 0 else ids
+
+    def _cap_word_length(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
         # A word over the limit is replaced by the literal "[UNK]", which the
         # WordPiece op finds whole in the vocab; no real word can be "[UNK]"
         # because brackets are split off as punctuation.
         too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > self.max_input_chars_per_word
-        words = words.with_flat_values(tf.where(too_long, "[UNK]", words.flat_values))
-        ids = tf.cast(self._wordpiece.tokenize(words).merge_dims(-2, -1), tf.int32)
-        return ids[0] if inputs.shape.rank == 0 else ids
+        return words.with_flat_values(tf.where(too_long, "[UNK]", words.flat_values))
+
+    def tokenize_with_offsets(self, inputs: tf.Tensor) -> tuple[tf.Tensor, tf.RaggedTensor, tf.RaggedTensor,
+                                                                 tf.RaggedTensor]:
+        """Tokenizes like `call`, and says where each piece lies in the normalised text.
+
+        Args:
+          inputs: tf.string Tensor of shape [batch].
+
+        Returns:
+          (normalized, ids, begin, end): `normalize_text(inputs)`, tf.string
+          [batch]; the ids of `call`, int32 RaggedTensor [batch, (tokens)];
+          each piece's start and end byte offsets in `normalized`, int64
+          RaggedTensors of the same shape. An [UNK] piece spans its whole word.
+        """
+        normalized = normalize_text(inputs, self.lower_case)
+        words, word_begin, word_end = tf_text.regex_split_with_offsets(normalized, _WORD_SPLIT, _PUNCTUATION)
+        capped = self._cap_word_length(words)
+        ids, begin, end = self._wordpiece.tokenize_with_offsets(capped)  # [batch, (words), (pieces)]
+        # A capped word's one [UNK] piece has the offsets of the literal "[UNK]":
+        # give it its word's. Offsets are per word until shifted by the word's start.
+        pieces_word = begin.values.value_rowids()  # the word of every piece
+        too_long = tf.gather(tf.not_equal(capped.flat_values, words.flat_values), pieces_word)
+        length = tf.gather((word_end - word_begin).flat_values, pieces_word)
+        shift = tf.gather(word_begin.flat_values, pieces_word)
+        begin = begin.with_flat_values(shift + tf.where(too_long, tf.zeros_like(length), begin.flat_values))
+        end = end.with_flat_values(shift + tf.where(too_long, length, end.flat_values))
+        return (normalized, tf.cast(ids.merge_dims(-2, -1), tf.int32), begin.merge_dims(-2, -1),
+                end.merge_dims(-2, -1))
 
     def detokenize(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor:
         """Joins word pieces back into text for display (lower-cased, accents gone).

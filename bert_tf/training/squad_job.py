@@ -10,7 +10,7 @@ from absl import logging
 
 from bert_tf import checkpoints
 from bert_tf.configs import BertConfig
-from bert_tf.data import squad, squad_metrics
+from bert_tf.data.squad import features, metrics, predictions as squad_predictions, reading
 from bert_tf.data.tokenization import BertTokenizer
 from bert_tf.modeling.task_models import BertSpanLabeler
 from bert_tf.training import finetuning, tasks
@@ -37,34 +37,34 @@ class SquadConfig:
 
 def _read(path: str, is_training: bool, tokenizer, squad_config: SquadConfig, max_seq_length: int):
     """(examples, skipped questions, feature arrays, window features) of one SQuAD file."""
-    examples, skipped = squad.read_squad_examples(
+    examples, skipped = reading.read_squad_examples(
         path, is_training=is_training, version_2_with_negative=squad_config.version_2_with_negative,
         skip_bad_rows=squad_config.skip_bad_rows)
-    arrays, features = squad.convert_examples_to_features(
+    arrays, windows = features.convert_examples_to_features(
         examples, tokenizer, max_seq_length=max_seq_length, doc_stride=squad_config.doc_stride,
         max_query_length=squad_config.max_query_length, is_training=is_training)
-    return examples, skipped, arrays, features
+    return examples, skipped, arrays, windows
 
 
 def _predict(model, tokenizer, squad_config: SquadConfig, max_seq_length: int, batch_size: int,
              output_dir: str | None = None) -> dict[str, float]:
     """Decodes answers for predict_file, writes the prediction files, returns EM/F1."""
-    examples, skipped, arrays, features = _read(squad_config.predict_file, False, tokenizer,
-                                                squad_config, max_seq_length)
+    examples, skipped, arrays, windows = _read(squad_config.predict_file, False, tokenizer,
+                                               squad_config, max_seq_length)
     logits = finetuning.predict(model, arrays, batch_size, seq_outputs=("start_logits", "end_logits"))
-    predictions = squad.decode_predictions(
-        features, logits["start_logits"], logits["end_logits"], n_best_size=squad_config.n_best_size,
+    predictions = squad_predictions.decode_predictions(
+        windows, logits["start_logits"], logits["end_logits"], n_best_size=squad_config.n_best_size,
         max_answer_length=squad_config.max_answer_length,
         version_2_with_negative=squad_config.version_2_with_negative,
         null_score_diff_threshold=squad_config.null_score_diff_threshold)
     if output_dir is not None:
-        for path in squad.write_predictions(output_dir, predictions):
+        for path in squad_predictions.write_predictions(output_dir, predictions):
             logging.info("wrote %s", path)
-    gold = squad.gold_answers(examples)
+    gold = reading.gold_answers(examples)
     if squad_config.version_2_with_negative:
-        scores = squad_metrics.squad_v2_metrics(gold, predictions.predictions, na_probs=predictions.null_odds)
+        scores = metrics.squad_v2_metrics(gold, predictions.predictions, na_probs=predictions.null_odds)
     else:
-        scores = squad_metrics.squad_v1_metrics(gold, predictions.predictions)
+        scores = metrics.squad_v1_metrics(gold, predictions.predictions)
     return {**scores, "skipped_questions": float(skipped)}
 
 
@@ -118,6 +118,7 @@ def run(squad_config: SquadConfig, *, init_checkpoint: str | None, output_dir: s
             task_info = {"task": "squad", "max_seq_length": max_seq_length,
                          "version_2_with_negative": squad_config.version_2_with_negative,
                          "max_query_length": squad_config.max_query_length,
+                         "doc_stride": squad_config.doc_stride, "n_best_size": squad_config.n_best_size,
                          "max_answer_length": squad_config.max_answer_length,
                          "null_score_diff_threshold": squad_config.null_score_diff_threshold,
                          "do_lower_case": tokenizer.lower_case}

@@ -13,10 +13,13 @@ import unicodedata
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from absl import flags
 
-from bert_tf.data import squad, squad_metrics
-from bert_tf.data.tokenization import BertTokenizer
+from bert_tf.data.squad import alignment, metrics as squad_metrics, reading
+from bert_tf.data.squad import predictions as squad_predictions
+from bert_tf.data.squad import features as squad_features
+from bert_tf.data.tokenization import BertTokenizer, normalize_text
 
 TESTDATA = os.path.join(os.path.dirname(__file__), os.pardir, "testdata")
 V1 = os.path.join(TESTDATA, "squad_v1.1.json")
@@ -129,7 +132,7 @@ def _point_logits(arrays, features, low=-10.0, high=5.0):
 # Reading.
 
 def test_reads_v1_words_spans_and_all_gold_answers():
-    examples, skipped = squad.read_squad_examples(V1, is_training=True)
+    examples, skipped = reading.read_squad_examples(V1, is_training=True)
     assert skipped == 0
     assert [e.qas_id for e in examples] == [f"v1q{i}" for i in range(1, 9)]
     by_id = {e.qas_id: e for e in examples}
@@ -143,22 +146,22 @@ def test_reads_v1_words_spans_and_all_gold_answers():
     assert when.answers == ("1985", "in 1985", "(in 1985)")
     assert context.words[when.start_word:when.end_word + 1] == ["1985)"]
     assert context.words[by_id["v1q3"].start_word:by_id["v1q3"].end_word + 1] == ["José", "Ñúñez,"]
-    assert squad.gold_answers(examples)["v1q4"] == ["Rösti", "“Rösti”"]
+    assert reading.gold_answers(examples)["v1q4"] == ["Rösti", "“Rösti”"]
 
 
 def test_reads_v2_impossible_questions_without_span():
-    examples, _ = squad.read_squad_examples(V2, is_training=True, version_2_with_negative=True)
+    examples, _ = reading.read_squad_examples(V2, is_training=True, version_2_with_negative=True)
     impossible = {e.qas_id for e in examples if e.is_impossible}
     assert impossible == {"v2q2", "v2q4"}
     for e in examples:
         assert (e.start_word == -1) == e.is_impossible
         assert (e.answers == ()) == e.is_impossible
     with pytest.raises(ValueError, match=r"squad_v2\.0\.json: question id 'v2q2': is_impossible"):
-        squad.read_squad_examples(V2, is_training=True)
+        reading.read_squad_examples(V2, is_training=True)
 
 
 def test_evaluation_reading_keeps_answers_without_span():
-    examples, _ = squad.read_squad_examples(V1, is_training=False)
+    examples, _ = reading.read_squad_examples(V1, is_training=False)
     assert all(e.start_word == -1 and e.answer_text == "" for e in examples)
     assert sum(len(e.answers) for e in examples) == 13
 
@@ -184,10 +187,10 @@ def test_malformed_question_is_named_or_skipped_and_counted(tmp_path, qid, chang
     path = _write_json(tmp_path, _break_question(_load(V1), qid, change))
     shown = "v1q1" if qid == "v1q8" else qid
     with pytest.raises(ValueError) as error:
-        squad.read_squad_examples(path, is_training=True)
+        reading.read_squad_examples(path, is_training=True)
     assert str(error.value).startswith(f"{path}: question id {shown!r}: ")
     assert message in str(error.value)
-    examples, skipped = squad.read_squad_examples(path, is_training=True, skip_bad_rows=True)
+    examples, skipped = reading.read_squad_examples(path, is_training=True, skip_bad_rows=True)
     assert skipped == 1
     assert len(examples) == 7
     assert len({e.qas_id for e in examples}) == 7
@@ -197,13 +200,13 @@ def test_missing_id_and_missing_context_are_located(tmp_path):
     dataset = _break_question(_load(V1), "v1q2", lambda qa: qa.pop("id"))
     path = _write_json(tmp_path, dataset)
     with pytest.raises(ValueError, match=r"article 0 paragraph 0 question 1: lacks a string field 'id'"):
-        squad.read_squad_examples(path, is_training=False)
+        reading.read_squad_examples(path, is_training=False)
     dataset = _load(V1)
     del dataset["data"][1]["paragraphs"][0]["context"]
     path = _write_json(tmp_path, dataset, "no_context.json")
     with pytest.raises(ValueError, match=r"no_context\.json: article 1 paragraph 0: paragraph lacks the field"):
-        squad.read_squad_examples(path, is_training=False)
-    examples, skipped = squad.read_squad_examples(path, is_training=False, skip_bad_rows=True)
+        reading.read_squad_examples(path, is_training=False)
+    examples, skipped = reading.read_squad_examples(path, is_training=False, skip_bad_rows=True)
     assert (len(examples), skipped) == (5, 3)  # the paragraph's three questions are lost
 
 
@@ -211,28 +214,28 @@ def test_lone_surrogate_escape_is_malformed(tmp_path):
     path = tmp_path / "surrogate.json"
     path.write_text(json.dumps(_load(V1)).replace("When was", "When\\ud800 was", 1), encoding="utf-8")
     with pytest.raises(ValueError, match=r"question id 'v1q2': question field 'question' is not valid Unicode"):
-        squad.read_squad_examples(path, is_training=False)
+        reading.read_squad_examples(path, is_training=False)
 
 
 def test_non_utf8_and_broken_json_name_the_file(tmp_path):
     latin1 = tmp_path / "latin1.json"
     latin1.write_bytes(json.dumps(_load(V1), ensure_ascii=False).encode("latin-1", "replace"))
     with pytest.raises(ValueError, match=r"latin1\.json: not UTF-8 \(bad byte at offset \d+\)"):
-        squad.read_squad_examples(latin1, is_training=False)
+        reading.read_squad_examples(latin1, is_training=False)
     broken = tmp_path / "broken.json"
     broken.write_text('{"data": [\n{"title": "x",\n "paragraphs": [}', encoding="utf-8")
     with pytest.raises(ValueError, match=r"broken\.json: not valid JSON \(line 3, column 17"):
-        squad.read_squad_examples(broken, is_training=False)
+        reading.read_squad_examples(broken, is_training=False)
     with pytest.raises(FileNotFoundError, match="missing.json"):
-        squad.read_squad_examples(tmp_path / "missing.json", is_training=False)
+        reading.read_squad_examples(tmp_path / "missing.json", is_training=False)
 
 
 # Features.
 
 @pytest.mark.parametrize("path,v2", [(V1, False), (V2, True)])
 def test_training_features_round_trip_to_the_answer(tokenizer, path, v2):
-    examples, _ = squad.read_squad_examples(path, is_training=True, version_2_with_negative=v2)
-    arrays, features = squad.convert_examples_to_features(examples, tokenizer, is_training=True, **SHAPE)
+    examples, _ = reading.read_squad_examples(path, is_training=True, version_2_with_negative=v2)
+    arrays, features = squad_features.convert_examples_to_features(examples, tokenizer, is_training=True, **SHAPE)
     n = len(features)
     assert {k: v.shape for k, v in arrays.items()} == {
         "input_word_ids": (n, 48), "input_mask": (n, 48), "input_type_ids": (n, 48),
@@ -256,8 +259,8 @@ def test_training_features_round_trip_to_the_answer(tokenizer, path, v2):
 
 
 def test_windows_pack_cls_query_sep_context_sep(tokenizer):
-    examples, _ = squad.read_squad_examples(V1, is_training=False)
-    arrays, features = squad.convert_examples_to_features(examples, tokenizer, is_training=False, **SHAPE)
+    examples, _ = reading.read_squad_examples(V1, is_training=False)
+    arrays, features = squad_features.convert_examples_to_features(examples, tokenizer, is_training=False, **SHAPE)
     assert set(arrays) == {"input_word_ids", "input_mask", "input_type_ids"}
     for row, feature in enumerate(features):
         ids, mask, types = (arrays[k][row] for k in ("input_word_ids", "input_mask", "input_type_ids"))
@@ -280,9 +283,9 @@ def test_long_context_is_split_with_stride_and_max_context(tokenizer, tmp_path, 
         context = " ".join(f.read().split())
     path = _write_json(tmp_path, _one_paragraph(context, [("long", "Who returned from the market?",
                                                            "the farmer")]))
-    examples, _ = squad.read_squad_examples(path, is_training=True)
+    examples, _ = reading.read_squad_examples(path, is_training=True)
     shape = dict(max_seq_length=64, doc_stride=20, max_query_length=8)
-    arrays, features = squad.convert_examples_to_features(examples, tokenizer, is_training=True, **shape)
+    arrays, features = squad_features.convert_examples_to_features(examples, tokenizer, is_training=True, **shape)
     _assert_features_equal(arrays, features, _original_features(original, minilm_dir, path, False, True,
                                                                  **shape)[1], is_training=True)
     pieces = len(features[0].doc.ids)
@@ -304,7 +307,7 @@ def test_long_context_is_split_with_stride_and_max_context(tokenizer, tmp_path, 
     assert 1 <= in_window.sum() < len(features)
     # Decoding the pointed span from every window gives the answer once.
     start, end = _point_logits(arrays, features)
-    assert squad.decode_predictions(features, start, end).predictions == {"long": "the farmer"}
+    assert squad_predictions.decode_predictions(features, start, end).predictions == {"long": "the farmer"}
 
 
 def test_features_equal_the_originals(tokenizer, original, minilm_dir, tmp_path):
@@ -315,19 +318,63 @@ def test_features_equal_the_originals(tokenizer, original, minilm_dir, tmp_path)
             ("l2", "Who kept sleeping?", "the dog")]))
     for path, v2 in ((V1, False), (V2, True), (long_path, False)):
         for is_training in (True, False):
-            examples, _ = squad.read_squad_examples(path, is_training=is_training, version_2_with_negative=v2)
+            examples, _ = reading.read_squad_examples(path, is_training=is_training, version_2_with_negative=v2)
             for shape in (SHAPE, dict(max_seq_length=40, doc_stride=7, max_query_length=5)):
-                arrays, features = squad.convert_examples_to_features(
+                arrays, features = squad_features.convert_examples_to_features(
                     examples, tokenizer, is_training=is_training, **shape)
                 theirs, expected = _original_features(original, minilm_dir, path, v2, is_training, **shape)
                 assert [e.qas_id for e in examples] == [e.qas_id for e in theirs]
                 _assert_features_equal(arrays, features, expected, is_training)
 
 
+def _original_windows(num_pieces, room, doc_stride):
+    """run_squad.py's doc spans and its _check_is_max_context, restated: (start, length, max-context flags)."""
+    spans, start = [], 0
+    while start < num_pieces:
+        length = min(num_pieces - start, room)
+        spans.append((start, length))
+        if start + length == num_pieces:
+            break
+        start += min(length, doc_stride)
+    flags = []
+    for index, (start, length) in enumerate(spans):
+        flags.append([])
+        for piece in range(start, start + length):
+            best, best_index = None, None
+            for other, (s, n) in enumerate(spans):
+                if s <= piece < s + n:
+                    score = min(piece - s, s + n - 1 - piece) + 0.01 * n
+                    if best is None or score > best:
+                        best, best_index = score, other
+            flags[-1].append(best_index == index)
+    return spans, flags
+
+
+def test_window_layout_equals_the_original_length_bonus_included():
+    # Rooms over 100 pieces with a stride over 100: the original's 0.01 *
+    # window length can outweigh a whole piece of context for a short last window.
+    cases = [(n, room, stride) for n in (1, 5, 17, 40, 117, 118, 230, 300, 341) for room, stride in
+             ((10, 3), (10, 10), (10, 25), (117, 110), (120, 128), (250, 128), (7, 1))]
+    seq = 260
+    for n, room, stride in cases:
+        layout = squad_features.window_layout([n], [seq - room - 3], max_seq_length=seq, doc_stride=stride)
+        spans, flags = _original_windows(n, room, stride)
+        assert list(zip(layout.doc_start.numpy(), layout.doc_length.numpy())) == spans, (n, room, stride)
+        offset = seq - room - 1  # after [CLS], the query and [SEP]
+        got = [list(row[offset:offset + length]) for row, (_, length) in zip(layout.is_max_context.numpy(), spans)]
+        assert got == flags, (n, room, stride)
+        assert not layout.is_max_context.numpy()[:, :offset].any()
+    # Several questions at once: the same windows, question by question.
+    batch = squad_features.window_layout([300, 0, 40], [10, 20, 5], max_seq_length=64, doc_stride=16)
+    assert np.bincount(batch.question.numpy()).tolist() == [
+        len(_original_windows(300, 51, 16)[0]), 1, len(_original_windows(40, 56, 16)[0])]
+    assert batch.doc_length.numpy()[np.flatnonzero(batch.question.numpy() == 1)].tolist() == [0]
+
+
 def test_too_short_max_seq_length_is_an_error(tokenizer):
-    examples, _ = squad.read_squad_examples(V1, is_training=False)
+    examples, _ = reading.read_squad_examples(V1, is_training=False)
     with pytest.raises(ValueError, match="max_seq_length=15 leaves no room"):
-        squad.convert_examples_to_features(examples, tokenizer, max_seq_length=15, doc_stride=4,
+        squad_features.convert_examples_to_features(examples, tokenizer, max_seq_length=15, doc_stride=4,
                                            max_query_length=12, is_training=False)
 
 
@@ -335,14 +382,14 @@ def test_too_short_max_seq_length_is_an_error(tokenizer):
 
 @pytest.mark.parametrize("path,v2", [(V1, False), (V2, True)])
 def test_decoding_pointed_spans_gives_the_exact_original_substring(tokenizer, path, v2):
-    examples, _ = squad.read_squad_examples(path, is_training=True, version_2_with_negative=v2)
-    arrays, features = squad.convert_examples_to_features(examples, tokenizer, is_training=True, **SHAPE)
+    examples, _ = reading.read_squad_examples(path, is_training=True, version_2_with_negative=v2)
+    arrays, features = squad_features.convert_examples_to_features(examples, tokenizer, is_training=True, **SHAPE)
     start, end = _point_logits(arrays, features)
     if v2:
         # [CLS] wins for impossible questions, loses elsewhere.
         impossible = np.array([f.example.is_impossible for f in features])
         start[:, 0] = end[:, 0] = np.where(impossible, 9.0, -9.0)
-    result = squad.decode_predictions(features, start, end, version_2_with_negative=v2)
+    result = squad_predictions.decode_predictions(features, start, end, version_2_with_negative=v2)
     # Case, accents and unicode punctuation as in the context; "1985" without "(in".
     assert result.predictions == {e.qas_id: e.answer_text for e in examples}
     if not v2:
@@ -353,49 +400,72 @@ def test_decoding_pointed_spans_gives_the_exact_original_substring(tokenizer, pa
         # null - best span: 9 + 9 - (-10 - 10) without answer, -9 - 9 - (5 + 5) with one.
         assert result.null_odds == {e.qas_id: 38.0 if e.is_impossible else -28.0 for e in examples}
     for qid, nbest in result.nbest.items():
-        probabilities = [c["probability"] for c in nbest]
+        probabilities = [c.probability for c in nbest]
         assert sum(probabilities) == pytest.approx(1.0)
         assert probabilities == sorted(probabilities, reverse=True)
-        assert len({c["text"] for c in nbest}) == len(nbest) <= 20
-        assert nbest[0]["text"] == result.predictions[qid]
+        assert len({c.text for c in nbest}) == len(nbest) <= 20
+        assert nbest[0].text == result.predictions[qid]
 
 
 @pytest.mark.parametrize("path,v2", [(V1, False), (V2, True)])
 def test_decoding_equals_the_originals(tokenizer, original, minilm_dir, tmp_path, path, v2):
-    examples, _ = squad.read_squad_examples(path, is_training=False, version_2_with_negative=v2)
-    arrays, features = squad.convert_examples_to_features(examples, tokenizer, is_training=False, **SHAPE)
+    examples, _ = reading.read_squad_examples(path, is_training=False, version_2_with_negative=v2)
+    arrays, features = squad_features.convert_examples_to_features(examples, tokenizer, is_training=False, **SHAPE)
     theirs, expected = _original_features(original, minilm_dir, path, v2, False, **SHAPE)
     _assert_features_equal(arrays, features, expected, is_training=False)
-    training = squad.convert_examples_to_features(
-        squad.read_squad_examples(path, is_training=True, version_2_with_negative=v2)[0], tokenizer,
+    training = squad_features.convert_examples_to_features(
+        reading.read_squad_examples(path, is_training=True, version_2_with_negative=v2)[0], tokenizer,
         is_training=True, **SHAPE)[0]
     rng = np.random.default_rng(0)
     noise = lambda: rng.normal(scale=0.1, size=arrays["input_word_ids"].shape)  # noqa: E731  (no ties)
     pointed = [logits + noise() for logits in _point_logits(training, features)]
     pointed[0][:, 0] = pointed[1][:, 0] = 4.0  # a null score between the spans' and the rest
-    logit_sets = [pointed, (3 * noise(), 3 * noise())]
+    # Padding never ranks among the best positions here, while the original
+    # ranks it by its logits: the model sees it masked and dynamic padding
+    # leaves zeros where a batch was trimmed. Both sides decode logits with
+    # padding below everything else (test_padding_logits_do_not_matter).
+    padding = arrays["input_mask"] == 0
+    logit_sets = [[np.where(padding, -100.0, x) for x in logits] for logits in (pointed, (3 * noise(), 3 * noise()))]
     for (start, end), threshold, n_best in itertools.product(logit_sets, (-2.0, 0.0, 1.5) if v2 else (0.0,),
                                                              (20, 7)):
-        ours = squad.decode_predictions(features, start, end, n_best_size=n_best, version_2_with_negative=v2,
-                                        null_score_diff_threshold=threshold)
+        ours = squad_predictions.decode_predictions(features, start, end, n_best_size=n_best,
+                                                    version_2_with_negative=v2,
+                                                    null_score_diff_threshold=threshold)
         predictions, nbest, null_odds = _original_decoding(
             original, tmp_path, theirs, expected, start, end, v2=v2, threshold=threshold, n_best_size=n_best)
         # Without any valid span the original answers the nonce text "empty"; we answer "".
         nonce = {qid for qid, candidates in nbest.items() if [c["text"] for c in candidates] == ["empty"]}
         assert all(ours.predictions[qid] == "" for qid in nonce)
         predictions.update({qid: "" for qid in nonce})
-        nbest.update({qid: ours.nbest[qid] for qid in nonce})
+        nbest.update({qid: [c._asdict() for c in ours.nbest[qid]] for qid in nonce})
         assert ours.predictions == predictions
         if v2:
             assert ours.null_odds == pytest.approx(null_odds)
         assert set(ours.nbest) == set(nbest)
         for qid, candidates in nbest.items():
-            assert [c["text"] for c in ours.nbest[qid]] == [c["text"] for c in candidates], qid
+            assert [c.text for c in ours.nbest[qid]] == [c["text"] for c in candidates], qid
             for key in ("probability", "start_logit", "end_logit"):
-                assert [c[key] for c in ours.nbest[qid]] == pytest.approx([c[key] for c in candidates])
+                assert [getattr(c, key) for c in ours.nbest[qid]] == pytest.approx([c[key] for c in candidates])
 
 
-def test_decoding_keeps_combining_marks_and_places_unknown_pieces(tokenizer, tmp_path):
+def test_padding_logits_do_not_matter(tokenizer):
+    examples, _ = reading.read_squad_examples(V2, is_training=False, version_2_with_negative=True)
+    arrays, features = squad_features.convert_examples_to_features(examples, tokenizer, is_training=False, **SHAPE)
+    padding = arrays["input_mask"] == 0
+    assert padding.any()
+    start, end = np.random.default_rng(1).normal(size=(2,) + padding.shape)
+    decoded = [squad_predictions.decode_predictions(
+        features, np.where(padding, fill, start), np.where(padding, fill, end), version_2_with_negative=True,
+        n_best_size=5) for fill in (-100.0, 0.0, 100.0)]
+    assert decoded[0].nbest != {}
+    assert decoded[0] == decoded[1] == decoded[2]
+
+
+def _piece_texts(tokenizer, ids):
+    return tuple(tokenizer.vocabulary[i] for i in ids)
+
+
+def test_decoding_keeps_combining_marks_and_places_unknown_pieces(tokenizer, tmp_path, monkeypatch):
     context = ("Le (Cafe\u0301) des Artistes ouvre a\u0300 (MIDI\u2603X) pile, pre\u0300s du "
                "Pont\u00adNeuf. \u2603(\u2603).")
     path = _write_json(tmp_path, _one_paragraph(context, [
@@ -404,17 +474,17 @@ def test_decoding_keeps_combining_marks_and_places_unknown_pieces(tokenizer, tmp
         ("deleted", "Où?", "Pont\u00adNeuf"),
         ("two_unknown", "Quoi?", "(\u2603)"),
     ]))
-    examples, _ = squad.read_squad_examples(path, is_training=True)
-    arrays, features = squad.convert_examples_to_features(
-        examples, tokenizer, max_seq_length=64, doc_stride=16, max_query_length=8, is_training=True)
+    examples, _ = reading.read_squad_examples(path, is_training=True)
+    shape = dict(max_seq_length=64, doc_stride=16, max_query_length=8)
+    arrays, features = squad_features.convert_examples_to_features(examples, tokenizer, is_training=True, **shape)
     assert all(f.doc_length == len(f.doc.ids) for f in features)  # one window each
     doc = features[0].doc
     words = examples[0].context.words
     # The snowman has no piece in the vocab.
-    assert doc.pieces[doc.word_to_piece[6]:doc.word_to_piece[7]] == ("(", "[UNK]", ")")
-    assert doc.pieces[doc.word_to_piece[-2]:] == ("[UNK]", "(", "[UNK]", ")", ".")
+    assert _piece_texts(tokenizer, doc.ids[doc.word_to_piece[6]:doc.word_to_piece[7]]) == ("(", "[UNK]", ")")
+    assert _piece_texts(tokenizer, doc.ids[doc.word_to_piece[-2]:]) == ("[UNK]", "(", "[UNK]", ")", ".")
     start, end = _point_logits(arrays, features)
-    predictions = squad.decode_predictions(features, start, end).predictions
+    predictions = squad_predictions.decode_predictions(features, start, end).predictions
     # The decomposed accent stays with its letter, the parenthesis does not.
     assert predictions["mark"] == "Cafe\u0301"
     # An [UNK] piece stands for one whole tokenizer word.
@@ -423,16 +493,18 @@ def test_decoding_keeps_combining_marks_and_places_unknown_pieces(tokenizer, tmp
     assert predictions["deleted"] == "Pont\u00adNeuf"
     assert predictions["two_unknown"] == "(\u2603)" and words[-1] == "\u2603(\u2603)."
     # A span ending inside a word leaves the rest of the word out.
-    feature = features[0]
-    pile = doc.pieces.index("pile")
-    position = feature.doc_offset + pile - feature.doc_start
-    assert squad.span_text(feature, position, position) == "pile"
-    assert squad.span_text(feature, position, position + 1) == "pile,"
-    # Pieces that do not spell their word: the whole word, as the original.
-    pieces = list(doc.pieces)
-    pieces[pile] = "pole"
-    misspelled = dataclasses.replace(feature, doc=dataclasses.replace(doc, pieces=tuple(pieces)))
-    assert squad.span_text(misspelled, position, position) == "pile,"
+    pile = _piece_texts(tokenizer, doc.ids).index("pile")
+    assert context[doc.begin[pile]:doc.end[pile]] == "pile"
+    assert context[doc.begin[pile]:doc.end[pile + 1]] == "pile,"
+    # A word whose characters, normalised one by one, do not add up to the
+    # word normalised whole cannot be mapped: each piece spans the whole word,
+    # as the original takes whole words when its alignment fails.
+    per_char = alignment.normalize_text
+    monkeypatch.setattr(alignment, "normalize_text",
+                        lambda text, lower: tf.strings.regex_replace(per_char(text, lower), "^i$", ""))
+    doc = squad_features.convert_examples_to_features(examples, tokenizer, is_training=True, **shape)[1][0].doc
+    assert context[doc.begin[pile]:doc.end[pile]] == context[doc.begin[pile + 1]:doc.end[pile + 1]] == "pile,"
+    assert context[doc.begin[0]:doc.end[0]] == "Le"
 
 
 def test_decoding_chinese_without_spaces_gives_exact_spans(tokenizer, tmp_path):
@@ -443,13 +515,13 @@ def test_decoding_chinese_without_spaces_gives_exact_spans(tokenizer, tmp_path):
     path = _write_json(tmp_path, _one_paragraph(context, [
         ("z1", "谁会见了克林顿？", "江泽民"), ("z2", "在哪里会见？", "北京人民大会堂"),
         ("z3", "什么时候报道？", "1998年1月")]))
-    examples, _ = squad.read_squad_examples(path, is_training=True)
+    examples, _ = reading.read_squad_examples(path, is_training=True)
     assert len(examples[0].context.words) == 1
-    arrays, features = squad.convert_examples_to_features(
+    arrays, features = squad_features.convert_examples_to_features(
         examples, tokenizer, max_seq_length=32, doc_stride=8, max_query_length=8, is_training=True)
-    assert len(features) > 3 * len(examples) and "[UNK]" in features[0].doc.pieces
+    assert len(features) > 3 * len(examples) and tokenizer.unk_id in features[0].doc.ids
     start, end = _point_logits(arrays, features)
-    predictions = squad.decode_predictions(features, start, end).predictions
+    predictions = squad_predictions.decode_predictions(features, start, end).predictions
     assert predictions == {"z1": "江泽民", "z2": "北京人民大会堂", "z3": "1998年1月"}
 
 
@@ -458,11 +530,19 @@ ALIGNMENT_CASES = [
     "ＡＢＣ１２３！？ ½ Ⅻ ① ㎏ ™ 中文English混合abc中。 日本語のテキスト 한국어 \u1100\u1161",
     "😀👍🏽 👨\u200d👩\u200d👧 ❤️ مرحبا नमस्ते สวัสดีครับ Привет,мир! a\x00b\u200bc\ufeffd\u00adg",
     "a\u00a0b\u3000c\u2002e line\u2028sep U.S.A. don't 3.14 $5 a+b=c <tag> ^_^ `q` |p| ~t ##abc [UNK]",
-    "x" * 101 + " " + "я" * 60 + " (MIDI\u2603X) \u2603(\u2603).",
+    "x" * 101 + " " + "я" * 60 + " (MIDI\u2603X) \u2603(\u2603). " + "Ü" * 201 + "!",
 ]
 
 
-def test_pieces_align_with_characters_wherever_unicode_agrees(tokenizer, minilm_dir):
+def test_context_words_split_alike_in_python_and_in_graph():
+    text = " a\u202fb\u00a0c\td\n e\u2028f\r\n\u3000g  "
+    context = reading.SquadContext.from_text(text)
+    words, starts = alignment.split_context_words(tf.constant([text]))
+    assert [w.decode() for w in words[0].numpy()] == context.words == ["a", "b\u00a0c", "d", "e\u2028f", "\u3000g"]
+    assert starts[0].numpy().tolist() == context.word_starts.tolist()
+
+
+def test_pieces_align_with_characters_wherever_unicode_agrees(minilm_dir):
     # Random assigned characters: Python's Unicode tables and TensorFlow's
     # ICU disagree only on characters one of them does not know yet.
     rng = np.random.default_rng(0)
@@ -470,18 +550,32 @@ def test_pieces_align_with_characters_wherever_unicode_agrees(tokenizer, minilm_
                       if unicodedata.category(c) not in ("Cn", "Cs")])
     texts = ALIGNMENT_CASES + [" ".join("".join(rng.choice(known, rng.integers(1, 7))) for _ in range(8))
                                for _ in range(300)]
+    words = [w for text in texts for w in reading.SquadContext.from_text(text).words]
+    assert len(words) > 2000
     for lower_case in (True, False):
         cased = BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), lower_case=lower_case)
-        words = [w for text in texts for w in squad.SquadContext.from_text(text).words]
-        ids = squad.tokenize_texts(cased, words)
-        unaligned = [w for w in words
-                     if squad._piece_char_spans(w, tuple(cased.vocabulary[i] for i in ids[w]), lower_case) is None]
-        assert len(words) > 2000 and unaligned == []
+        ids, begin, end = (x.to_list() for x in alignment.word_pieces(cased, tf.constant(words)))
+        assert ids == cased(tf.constant(words)).to_list()
+        for word, word_ids, starts, ends in zip(words, ids, begin, end):
+            spans = [word[b:e] for b, e in zip(starts, ends)]
+            normalized = [n.decode().replace(" ", "") for n in
+                          normalize_text(tf.constant(spans or [""]), lower_case).numpy()][:len(spans)]
+            # Each piece spans the characters that normalise to it (a Hangul
+            # syllable decomposes into several pieces); [UNK] a whole tokenizer word.
+            for piece, span, text in zip(_piece_texts(cased, word_ids), spans, normalized):
+                assert text, (word, spans)
+                if piece != "[UNK]":
+                    assert piece.removeprefix("##").replace("ς", "σ") in text.replace("ς", "σ"), (word, spans)
+            assert all(b1 <= b2 and e1 <= e2 for b1, b2, e1, e2 in zip(starts, starts[1:], ends, ends[1:]))
+        # A word over max_input_chars_per_word is one [UNK] spanning it.
+        ids, begin, end = alignment.word_pieces(cased, tf.constant(["Ü" * 201 + "!"]))
+        assert _piece_texts(cased, ids[0].numpy()) == ("[UNK]", "!")
+        assert list(zip(begin[0].numpy(), end[0].numpy())) == [(0, 201), (201, 202)]
 
 
 def test_v2_null_threshold_and_null_odds(tokenizer):
-    examples, _ = squad.read_squad_examples(V2, is_training=True, version_2_with_negative=True)
-    arrays, features = squad.convert_examples_to_features(examples, tokenizer, is_training=True, **SHAPE)
+    examples, _ = reading.read_squad_examples(V2, is_training=True, version_2_with_negative=True)
+    arrays, features = squad_features.convert_examples_to_features(examples, tokenizer, is_training=True, **SHAPE)
     rows = [row for row, f in enumerate(features) if f.example.qas_id == "v2q3"]
     assert len(rows) == 2  # the null score is the lowest of the two windows
     shape = (2, SHAPE["max_seq_length"])
@@ -494,31 +588,31 @@ def test_v2_null_threshold_and_null_odds(tokenizer):
     window_features = [features[row] for row in rows]
 
     def decode(threshold):
-        return squad.decode_predictions(window_features, start, end, version_2_with_negative=True,
+        return squad_predictions.decode_predictions(window_features, start, end, version_2_with_negative=True,
                                         null_score_diff_threshold=threshold)
     span_kept, null_chosen = decode(1.6), decode(1.4)
     assert span_kept.null_odds == null_chosen.null_odds == {"v2q3": pytest.approx(1.5)}
     assert span_kept.predictions == {"v2q3": "The Grossmünster church"}
     assert null_chosen.predictions == {"v2q3": ""}
-    texts = [c["text"] for c in null_chosen.nbest["v2q3"]]
+    texts = [c.text for c in null_chosen.nbest["v2q3"]]
     assert texts[0] == "" and texts[1] == "The Grossmünster church"  # null 6.5 above the span's 5
     null_entry = null_chosen.nbest["v2q3"][0]
-    assert (null_entry["start_logit"], null_entry["end_logit"]) == (3.5, 3.0)
+    assert (null_entry.start_logit, null_entry.end_logit) == (3.5, 3.0)
     # Without a valid span, the null answer is the only candidate.
     start[0, first] = end[0, last] = -20.0
-    only_null = squad.decode_predictions(window_features, start, end, version_2_with_negative=True,
+    only_null = squad_predictions.decode_predictions(window_features, start, end, version_2_with_negative=True,
                                          n_best_size=1, max_answer_length=1)
     assert only_null.predictions == {"v2q3": ""}
     assert only_null.null_odds == {"v2q3": float("inf")}
-    assert [c["text"] for c in only_null.nbest["v2q3"]] == [""]
+    assert [c.text for c in only_null.nbest["v2q3"]] == [""]
 
 
 def test_writes_prediction_files_atomically(tmp_path, tokenizer):
-    examples, _ = squad.read_squad_examples(V2, is_training=False, version_2_with_negative=True)
-    arrays, features = squad.convert_examples_to_features(examples, tokenizer, is_training=False, **SHAPE)
+    examples, _ = reading.read_squad_examples(V2, is_training=False, version_2_with_negative=True)
+    arrays, features = squad_features.convert_examples_to_features(examples, tokenizer, is_training=False, **SHAPE)
     logits = np.random.default_rng(0).normal(size=(2,) + arrays["input_word_ids"].shape)
-    result = squad.decode_predictions(features, *logits, version_2_with_negative=True, n_best_size=5)
-    paths = squad.write_predictions(tmp_path / "out", result)
+    result = squad_predictions.decode_predictions(features, *logits, version_2_with_negative=True, n_best_size=5)
+    paths = squad_predictions.write_predictions(tmp_path / "out", result)
     assert sorted(os.listdir(tmp_path / "out")) == ["nbest_predictions.json", "null_odds.json",
                                                    "predictions.json"]
     assert [os.path.basename(p) for p in paths] == ["predictions.json", "nbest_predictions.json",
@@ -526,7 +620,7 @@ def test_writes_prediction_files_atomically(tmp_path, tokenizer):
     assert _load(tmp_path / "out" / "predictions.json") == result.predictions
     assert _load(tmp_path / "out" / "null_odds.json") == result.null_odds
     nbest = _load(tmp_path / "out" / "nbest_predictions.json")
-    assert nbest == result.nbest
+    assert nbest == {qid: [c._asdict() for c in entries] for qid, entries in result.nbest.items()}
     assert set(nbest["v2q1"][0]) == {"text", "probability", "start_logit", "end_logit"}
     assert len(result.predictions) == 5 and all(len(v) <= 6 for v in nbest.values())
     # Non-ASCII answers are written as escapes, readable in any locale.

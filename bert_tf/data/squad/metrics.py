@@ -80,7 +80,7 @@ def squad_v1_metrics(gold: Mapping[str, Sequence[str]], predictions: Mapping[str
 
     Args:
       gold: question id -> its gold answer texts (every question of the
-        dataset; see `bert_tf.data.squad.gold_answers`).
+        dataset; see `bert_tf.data.squad.reading.gold_answers`).
       predictions: question id -> predicted text.
 
     Returns:
