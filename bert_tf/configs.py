@@ -7,6 +7,8 @@ import json
 import os
 from typing import Any
 
+from bert_tf.io import write_json
+
 # Activation names as written in bert_config.json / Hugging Face config.json.
 # "gelu" is the exact erf form (Hugging Face's meaning, and what its converted
 # google-research checkpoints use); the tanh approximation has its own names.
@@ -105,12 +107,7 @@ class BertConfig:
 
     def to_json_file(self, path: str | os.PathLike) -> None:
         """Writes the config atomically (temporary name, then rename)."""
-        path = os.fspath(path)
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
+        write_json(path, self.to_dict())
 
     def replace(self, **changes: Any) -> "BertConfig":
         return dataclasses.replace(self, **changes)

@@ -37,6 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import checkpoints
+from bert_tf.configs import INPUT_NAMES
 from bert_tf.data import tag_schemes
 from bert_tf.data.ner import prediction
 from bert_tf.data.packing import pack_segments, trim_padding
@@ -49,7 +50,6 @@ SERVE_TOKEN_IDS = "serve_token_ids"
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 # What the warm-up requests send: short, empty and mixed-script text.
 WARMUP_TEXTS = ("The quick brown fox jumps over the lazy dog.", "", "北京是中国的首都。")
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 class ExportError(ValueError):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bert_tf import checkpoints, export
-from bert_tf.configs import BertConfig
+from bert_tf.configs import INPUT_NAMES, BertConfig
 from bert_tf.data.squad import features as squad_features, reading
 from bert_tf.data.tokenization import BertTokenizer
 from bert_tf.modeling.task_models import BertSpanLabeler
@@ -56,7 +56,7 @@ def _pointing_model(tokenizer, path):
     model = BertSpanLabeler(config)
     examples = [e for e in reading.read_squad_examples(path, is_training=True)[0] if e.qas_id == "last"]
     arrays, _ = squad_features.convert_examples_to_features(examples, tokenizer, is_training=True, **SHAPE)
-    hidden = model.encoder({k: arrays[k] for k in squad_features.FEATURE_NAMES})["sequence_output"].numpy()
+    hidden = model.encoder({k: arrays[k] for k in INPUT_NAMES})["sequence_output"].numpy()
     mean = hidden[arrays["input_mask"] > 0].mean(axis=0)
     rows = np.flatnonzero(arrays["start_positions"] > 0)
     weights = np.stack([hidden[rows, arrays[name][rows]].mean(axis=0) - mean

@@ -22,10 +22,11 @@ import itertools
 import os
 import pathlib
 import re
-import tempfile
 from typing import Iterable
 
 from absl import logging
+
+from bert_tf.io import write_text_atomically
 
 DEMO_INSTALL = 'pip install -e ".[demo]"'
 
@@ -171,25 +172,8 @@ def write_documents(path: str | os.PathLike, documents: Iterable[Iterable[str]])
       documents: each an iterable of sentences without newlines; empty
         documents are skipped.
     """
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            first = True
-            for document in documents:
-                sentences = list(document)
-                if not sentences:
-                    continue
-                if not first:
-                    f.write("\n")
-                f.write("".join(sentence + "\n" for sentence in sentences))
-                first = False
-        os.chmod(temp, 0o644)  # mkstemp makes it private; a cache is not secret
-        os.replace(temp, path)
-    except BaseException:
-        os.unlink(temp)
-        raise
+    texts = ["".join(sentence + "\n" for sentence in document) for document in documents]
+    write_text_atomically(path, "\n".join(text for text in texts if text))
 
 
 def _cached(name: str, make_documents) -> pathlib.Path:

@@ -10,13 +10,13 @@ is `python -m bert_tf.tools.build_vocab`.
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Sequence
 
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
 from bert_tf.data import tokenization
+from bert_tf.io import write_text_atomically
 
 _BATCH_SIZE = 1024
 
@@ -86,16 +86,7 @@ def learn_vocab(lines: Sequence[str], vocab_size: int, lower_case: bool, num_unu
 
 def write_vocab(vocab: Sequence[str], output: str | os.PathLike) -> None:
     """Writes one token a line; the file appears only once complete."""
-    output = os.path.abspath(output)
-    fd, temp = tempfile.mkstemp(dir=os.path.dirname(output), prefix=f".{os.path.basename(output)}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write("".join(token + "\n" for token in vocab))
-        os.chmod(temp, 0o644)
-        os.replace(temp, output)
-    except BaseException:
-        os.unlink(temp)
-        raise
+    write_text_atomically(output, "".join(token + "\n" for token in vocab))
 
 
 def build_vocab(input_files: Sequence[str], vocab_size: int, lower_case: bool, output: str,

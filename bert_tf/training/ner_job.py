@@ -9,7 +9,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints
-from bert_tf.configs import BertConfig
+from bert_tf.configs import INPUT_NAMES, BertConfig
 from bert_tf.data import tag_schemes
 from bert_tf.data.ner import conll, people_daily, prediction
 from bert_tf.data.ner.dictionary import dictionary_tags
@@ -119,7 +119,7 @@ def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train
             keep, counts = length_mask(features["num_tokens"], data.length_filter)
             report["length_filter"] = dataclasses.asdict(counts)
             model_inputs = {k: features[k][keep]
-                            for k in ("input_word_ids", "input_mask", "input_type_ids", "label_ids")}
+                            for k in INPUT_NAMES + ("label_ids",)}
             task_info = {"task": "tagging", "labels": tags, "crf": use_crf, "scheme": data.scheme,
                          "crf_learning_rate_multiplier": CRF_LEARNING_RATE_MULTIPLIER,
                          "max_seq_length": max_seq_length, "do_lower_case": tokenizer.lower_case}

@@ -1,6 +1,5 @@
 """SQuAD: reading, windowed features, decoding back to the original text, official metrics."""
 
-import dataclasses
 import importlib
 import itertools
 import json

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import pathlib
 import re
-import tempfile
 from typing import Iterator, Sequence
 
 from absl import logging
 
 from bert_tf.data.tag_schemes import PREFIXES, split_tag, transition_allowed
+from bert_tf.io import BadRow, write_text_atomically
 
 # Columns are split on ASCII blanks only, so that a token may be any other
 # character, e.g. a full-width space in a character-level Chinese file.
@@ -56,14 +55,6 @@ class ConllFile:
     skipped: list[str]
 
 
-class _BadRow(Exception):
-
-    def __init__(self, line: int, reason: str):
-        super().__init__(reason)
-        self.line = line
-        self.reason = reason
-
-
 def _blocks(path: str) -> Iterator[list[tuple[int, list[str] | None, str]]]:
     # Yields the lines of each sentence as (line number, columns, problem);
     # columns is None for a line that is not UTF-8. Lines are decoded one by
@@ -94,26 +85,26 @@ def _parse_sentence(block: list[tuple[int, list[str] | None, str]], scheme: str,
     words, tags = [], []
     for number, columns, problem in block:
         if columns is None:
-            raise _BadRow(number, problem)
+            raise BadRow(line=number, reason=problem)
         if len(columns) < 2:
-            raise _BadRow(number, f"one column {columns[0]!r}; expected a token and a tag")
+            raise BadRow(line=number, reason=f"one column {columns[0]!r}; expected a token and a tag")
         word, tag = columns[0], columns[-1]
         if tag_set is not None and tag not in tag_set:
-            raise _BadRow(number, f"tag {tag!r} is not in the tag set ({' '.join(sorted(tag_set))})")
+            raise BadRow(line=number, reason=f"tag {tag!r} is not in the tag set ({' '.join(sorted(tag_set))})")
         try:
             split_tag(tag, scheme)
         except ValueError as e:
-            raise _BadRow(number, str(e)) from None
+            raise BadRow(line=number, reason=str(e)) from None
         words.append(word)
         tags.append(tag)
     previous = None
     for (number, _, _), tag in zip(block, tags):
         if not transition_allowed(previous, tag, scheme):
             after = f"after {previous}" if previous else "at the start of a sentence"
-            raise _BadRow(number, f"tag {tag} {after} is not valid in {scheme}")
+            raise BadRow(line=number, reason=f"tag {tag} {after} is not valid in {scheme}")
         previous = tag
     if not transition_allowed(previous, None, scheme):
-        raise _BadRow(block[-1][0], f"tag {previous} at the end of a sentence is not valid in {scheme}")
+        raise BadRow(line=block[-1][0], reason=f"tag {previous} at the end of a sentence is not valid in {scheme}")
     return TaggedSentence(tuple(words), tuple(tags), block[0][0])
 
 
@@ -152,7 +143,7 @@ def read_conll(path: str | os.PathLike, *, scheme: str = "BIO", tags: Sequence[s
     for block in _blocks(path):
         try:
             sentences.append(_parse_sentence(block, scheme, tag_set))
-        except _BadRow as e:
+        except BadRow as e:
             message = f"{path}:{e.line}: {e.reason}"
             if not skip_bad_rows:
                 raise ValueError(message) from None
@@ -189,20 +180,10 @@ def write_conll(path: str | os.PathLike, sentences: Sequence[TaggedSentence]) ->
       ValueError: a word is empty or holds a space, tab or line break (it
         would not read back).
     """
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for i, sentence in enumerate(sentences):
-                if i:
-                    f.write("\n")
-                for word, tag in zip(sentence.words, sentence.tags):
-                    if not word or re.search(r"[ \t\r\n]", word):
-                        raise ValueError(f"word {word!r} is empty or holds a space, tab or line break")
-                    f.write(f"{word} {tag}\n")
-        os.chmod(temp, 0o644)  # mkstemp makes it private; a cache is not secret
-        os.replace(temp, path)
-    except BaseException:
-        os.unlink(temp)
-        raise
+    blocks = []
+    for sentence in sentences:
+        for word in sentence.words:
+            if not word or re.search(r"[ \t\r\n]", word):
+                raise ValueError(f"word {word!r} is empty or holds a space, tab or line break")
+        blocks.append("".join(f"{word} {tag}\n" for word, tag in zip(sentence.words, sentence.tags)))
+    write_text_atomically(path, "\n".join(blocks))

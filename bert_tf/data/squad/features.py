@@ -24,13 +24,13 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.configs import INPUT_NAMES
 from bert_tf.data.packing import pack_segments
 from bert_tf.data.squad import alignment
 from bert_tf.data.squad.reading import SquadContext, SquadExample
 from bert_tf.data.tokenization import BertTokenizer
 
 _BATCH_SIZE = 1024  # contexts or questions per graph call
-FEATURE_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 POSITION_NAMES = ("start_positions", "end_positions")
 
 
@@ -267,7 +267,7 @@ def convert_examples_to_features(
     answer_ids = tokenize_texts(tokenizer, [e.answer_text for e in examples if e.start_word >= 0]) \
         if is_training else {}
 
-    rows: dict[str, list] = {name: [] for name in FEATURE_NAMES + POSITION_NAMES}
+    rows: dict[str, list] = {name: [] for name in INPUT_NAMES + POSITION_NAMES}
     features: list[SquadFeature] = []
     for begin in range(0, len(examples), _BATCH_SIZE):
         batch = examples[begin:begin + _BATCH_SIZE]
@@ -277,7 +277,7 @@ def convert_examples_to_features(
         layout = window_layout(contexts_ids.row_lengths(), queries.row_lengths(), max_seq_length=max_seq_length,
                                doc_stride=doc_stride)
         packed = pack_windows(queries, contexts_ids, layout, max_seq_length=max_seq_length, tokenizer=tokenizer)
-        for name in FEATURE_NAMES:
+        for name in INPUT_NAMES:
             rows[name].append(packed[name].numpy())
         question, start, length, offset, max_context = (np.asarray(x) for x in layout)
         window_index = np.arange(len(question)) - np.searchsorted(question, question)
@@ -292,7 +292,7 @@ def convert_examples_to_features(
                 doc_start=int(start[w]), doc_length=int(length[w]),
                 is_max_context=max_context[w, offset[w]:offset[w] + length[w]]))
     arrays = {name: np.concatenate(rows[name]).astype(np.int32) if rows[name]
-              else np.zeros([0, max_seq_length], np.int32) for name in FEATURE_NAMES}
+              else np.zeros([0, max_seq_length], np.int32) for name in INPUT_NAMES}
     if is_training:
         arrays.update({name: np.concatenate(rows[name] or [[]]).astype(np.int32) for name in POSITION_NAMES})
     return arrays, features

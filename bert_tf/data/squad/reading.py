@@ -15,6 +15,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from bert_tf.io import BadRow
+
 # The original run_squad.py splits contexts on these only; other Unicode
 # spaces stay inside a word (the tokenizer still splits on them).
 WORD_SEPARATORS = " \t\r\n\u202f"
@@ -86,22 +88,18 @@ class SquadExample:
     answer_text: str = ""
 
 
-class _BadRow(Exception):
-    """A malformed question; becomes a ValueError or a skip."""
-
-
 def _field(record: Any, name: str, kind: type, what: str) -> Any:
     if not isinstance(record, dict) or name not in record:
-        raise _BadRow(f"{what} lacks the field {name!r}")
+        raise BadRow(f"{what} lacks the field {name!r}")
     value = record[name]
     # bool is an int in Python; an answer_start of `true` is still malformed.
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise _BadRow(f"{what} field {name!r} is {type(value).__name__}, not {kind.__name__}")
+        raise BadRow(f"{what} field {name!r} is {type(value).__name__}, not {kind.__name__}")
     if kind is str:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate escape such as "\ud800" in the JSON
-            raise _BadRow(f"{what} field {name!r} is not valid Unicode") from None
+            raise BadRow(f"{what} field {name!r} is not valid Unicode") from None
     return value
 
 
@@ -123,17 +121,17 @@ def _load_json(input_file: str) -> Any:
 def _training_answer(answers: list[dict], context: SquadContext,
                      version_2_with_negative: bool) -> dict[str, Any]:
     if not answers:
-        raise _BadRow("has no answer" + ("" if version_2_with_negative
+        raise BadRow("has no answer" + ("" if version_2_with_negative
                                          else " (a v2.0 question? pass version_2_with_negative)"))
     text, start = answers[0]["text"], answers[0]["answer_start"]
     if start < 0 or context.text[start:start + len(text)] != text:
         found = context.text[start:start + len(text)]
-        raise _BadRow(f"answer {text!r} is not at answer_start {start} (the context has {found!r} there)")
+        raise BadRow(f"answer {text!r} is not at answer_start {start} (the context has {found!r} there)")
     # Leading or trailing spaces of the answer text must not pull in the
     # neighbouring words.
     stripped = text.strip(WORD_SEPARATORS)
     if not stripped:
-        raise _BadRow("answer text is blank")
+        raise BadRow("answer text is blank")
     first = start + text.index(stripped)
     return {"start_word": context.word_at(first),
             "end_word": context.word_at(first + len(stripped) - 1), "answer_text": stripped}
@@ -150,9 +148,9 @@ def _read_question(qa: Any, context: SquadContext, is_training: bool,
     if "is_impossible" in qa:
         is_impossible = _field(qa, "is_impossible", bool, "question")
         if is_impossible and not version_2_with_negative:
-            raise _BadRow("is_impossible in a v1.1 run (pass version_2_with_negative)")
+            raise BadRow("is_impossible in a v1.1 run (pass version_2_with_negative)")
         if is_impossible and answers:
-            raise _BadRow("is_impossible but has answers")
+            raise BadRow("is_impossible but has answers")
     span = _training_answer(answers, context, version_2_with_negative) \
         if is_training and not is_impossible else {}
     return SquadExample(qas_id=qa["id"], question=question, context=context,
@@ -213,7 +211,7 @@ def read_squad_examples(input_file: str | os.PathLike, *, is_training: bool,
                 raise ValueError(f"{path}: article {a} paragraph {p} has no 'qas' list")
             try:
                 context = SquadContext.from_text(_field(paragraph, "context", str, "paragraph"))
-            except _BadRow as e:
+            except BadRow as e:
                 # Every question of the paragraph is lost with its context.
                 for _ in qas or [None]:
                     bad(f"article {a} paragraph {p}", str(e))
@@ -224,11 +222,11 @@ def read_squad_examples(input_file: str | os.PathLike, *, is_training: bool,
                          else f"article {a} paragraph {p} question {q}")
                 try:
                     if not isinstance(qid, str):
-                        raise _BadRow("lacks a string field 'id'")
+                        raise BadRow("lacks a string field 'id'")
                     if qid in seen:
-                        raise _BadRow("repeats an earlier question id")
+                        raise BadRow("repeats an earlier question id")
                     example = _read_question(qa, context, is_training, version_2_with_negative)
-                except _BadRow as e:
+                except BadRow as e:
                     bad(where, str(e))
                     continue
                 seen.add(qid)
