@@ -97,6 +97,9 @@ class Hooks:
     Attributes:
         initialise: model -> None; a fresh run (no checkpoint to resume) loads
             pretrained weights with it.
+        prepare: called once the model is built and restored or initialised,
+            before the first step (pretraining reads its eval batches then, so
+            bad batch sizes or checkpoints are reported before bad eval data).
         evaluate: step -> eval metrics (higher or lower is better by name); it
             may use `step.model` or the compiled `step.evaluate`.
         sample_text: model -> {name: markdown}, written as eval text summaries
@@ -111,6 +114,7 @@ class Hooks:
     """
 
     initialise: Callable[[keras.Model], None] | None = None
+    prepare: Callable[[], None] | None = None
     evaluate: Callable[[TrainStep], dict[str, float]] | None = None
     sample_text: Callable[[keras.Model], dict[str, str]] | None = None
     train_metrics: Callable[[float], dict[str, float]] | None = None
@@ -292,6 +296,8 @@ def train(build_model: Callable[[], keras.Model], task: tasks.Task, optimizer_co
                               worker, num_workers, config.keep_checkpoint_max, data_fingerprint)
     if not latest and hooks.initialise is not None:
         hooks.initialise(model)
+    if hooks.prepare is not None:
+        hooks.prepare()
     best_file = os.path.join(config.output_dir, BEST_RESULTS)
     best = None
     if hooks.keep_best and latest and os.path.exists(best_file):

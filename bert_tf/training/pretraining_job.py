@@ -116,15 +116,17 @@ def pretrain(model_config: BertConfig, optimizer_config: OptimizerConfig, config
         The last train and eval metrics, keyed "train/NAME" and "eval/NAME".
     """
     replicas = strategy.num_replicas_in_sync
-    num_workers, _ = distribute.worker_info(strategy)
-    eval_batches, unigram = [], None
-    if eval_dataset_fn is not None:
+    eval_batches: list[dict[str, tf.Tensor]] = []
+    unigram = 0.0
+
+    def read_eval_batches() -> None:
+        nonlocal unigram
         # Every worker reads the same, unsharded eval batches: each eval step is a
         # collective that all workers must join, so they need equal batch counts.
         # The all-reduced sums then count every example once per worker, which
         # leaves the ratios (the metrics) unchanged.
-        eval_size = config.eval_batch_size // num_workers
-        eval_batches = list(eval_dataset_fn(eval_size, tf.distribute.InputContext())
+        eval_size = config.eval_batch_size // distribute.worker_info(strategy)[0]
+        eval_batches.extend(eval_dataset_fn(eval_size, tf.distribute.InputContext())
                             .rebatch(eval_size, drop_remainder=True).take(config.eval_batches))
         if not eval_batches:
             raise ValueError(f"the eval data holds fewer than eval_batch_size={config.eval_batch_size} examples")
@@ -139,6 +141,9 @@ def pretrain(model_config: BertConfig, optimizer_config: OptimizerConfig, config
                 totals[k] = totals.get(k, 0.0) + float(v)
         return {**step.task.summarize(totals), "unigram_entropy": unigram}
 
+    def sample_text(model: BertPretrainer) -> dict[str, str]:
+        return {"masked_predictions": masked_predictions_text(model, eval_batches[0], vocab)}
+
     def initialise(model: BertPretrainer) -> None:
         checkpoints.load_weights(model, config.init_checkpoint)
         logging.info("initialised weights from %s", config.init_checkpoint)
@@ -148,11 +153,12 @@ def pretrain(model_config: BertConfig, optimizer_config: OptimizerConfig, config
     peak = config.peak_flops or metrics_lib.measure_matmul_peak(
         tf.bfloat16 if config.mixed_precision == "mixed_bfloat16" else
         tf.float16 if config.mixed_precision == "mixed_float16" else tf.float32)
+    held_out = eval_dataset_fn is not None
     hooks = loop.Hooks(
         initialise=initialise if config.init_checkpoint else None,
-        evaluate=evaluate if eval_batches else None,
-        sample_text=(lambda model: {"masked_predictions": masked_predictions_text(model, eval_batches[0], vocab)})
-        if vocab is not None and eval_batches else None,
+        prepare=read_eval_batches if held_out else None,
+        evaluate=evaluate if held_out else None,
+        sample_text=sample_text if vocab is not None and held_out else None,
         train_metrics=lambda sequences_per_second: {
             "mfu": flops_per_sequence * sequences_per_second / (peak * max(1, replicas))})
     schedule = loop.Schedule(total_steps=config.stop_step or optimizer_config.num_train_steps,
