@@ -26,7 +26,6 @@ def main(argv: list[str]) -> None:
     from bert_tf.checkpoints import CheckpointMismatchError
     from bert_tf.training import distribute, pretraining_job
     from bert_tf.training.optimization import OptimizerConfig
-    from bert_tf.training.trainer import PretrainingConfig
 
     if FLAGS.num_cpu_devices > 1:
         distribute.split_cpu(FLAGS.num_cpu_devices)
@@ -48,7 +47,7 @@ def main(argv: list[str]) -> None:
             num_train_steps=FLAGS.num_train_steps, num_warmup_steps=FLAGS.num_warmup_steps,
             end_learning_rate=FLAGS.end_learning_rate, weight_decay=FLAGS.weight_decay,
             adam_bias_correction=FLAGS.adam_bias_correction, clip_norm=FLAGS.clip_norm or None)
-        training = PretrainingConfig(
+        training = pretraining_job.PretrainingConfig(
             output_dir=FLAGS.output_dir, train_batch_size=FLAGS.train_batch_size,
             eval_batch_size=FLAGS.eval_batch_size, max_seq_length=FLAGS.max_seq_length,
             max_predictions_per_seq=FLAGS.max_predictions_per_seq,

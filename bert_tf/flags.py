@@ -148,7 +148,7 @@ def define_pretraining_flags() -> None:
     from bert_tf.training.distribute import STRATEGIES
     from bert_tf.training.optimization import OPTIMIZERS
     from bert_tf.training.pretraining_job import EMBEDDED_CORPORA
-    from bert_tf.training.trainer import PRECISIONS
+    from bert_tf.training.step import PRECISIONS
 
     define_masked_lm_flags()
     flags.DEFINE_enum("model_preset", "base_uncased", sorted(PRESETS),
@@ -252,7 +252,7 @@ def define_finetuning_flags() -> None:
     """Flags every fine-tuning driver shares (original run_classifier.py names where one exists)."""
     from bert_tf.training.distribute import STRATEGIES
     from bert_tf.training.optimization import OPTIMIZERS
-    from bert_tf.training.trainer import PRECISIONS
+    from bert_tf.training.step import PRECISIONS
 
     _define_once("vocab_file", lambda: flags.DEFINE_string(
         "vocab_file", None, "vocab.txt; default: the one in --init_checkpoint's directory."))

@@ -15,18 +15,24 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
 
 
-def make_corpus(directory, minilm_dir):
-    """60 documents of sentences made of real English words, and a tiny config."""
+def make_corpus(directory, minilm_dir, documents=60, topic_words=40, topics=None):
+    """`documents` documents of sentences made of real English words, and a tiny config.
+
+    Each document draws its sentences from `topic_words` words: its own, or with
+    `topics` those of one of that many shared topics (then held-out documents
+    are new text on topics seen in training)."""
     words = [w for w in load_vocab(os.path.join(minilm_dir, "vocab.txt"))[2000:6000]
              if w.isalpha() and w.isascii()]
     rng = np.random.default_rng(0)
-    documents = []
-    for d in range(60):
-        topic = rng.choice(words, 40)  # each document draws from its own words: NSP is learnable
-        documents.append("\n".join(" ".join(rng.choice(topic, rng.integers(5, 15))) + "."
-                                   for _ in range(rng.integers(3, 9))))
+    shared = [rng.choice(words, topic_words, replace=False) for _ in range(topics or 0)]
+    texts = []
+    for _ in range(documents):
+        # Each document draws from its own (or its topic's) words: NSP is learnable.
+        topic = shared[rng.integers(topics)] if topics else rng.choice(words, topic_words)
+        texts.append("\n".join(" ".join(rng.choice(topic, rng.integers(5, 15))) + "."
+                               for _ in range(rng.integers(3, 9))))
     text = directory / "corpus.txt"
-    text.write_text("\n\n".join(documents) + "\n")
+    text.write_text("\n\n".join(texts) + "\n")
     config = BertConfig(vocab_size=600, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                         intermediate_size=64, max_position_embeddings=64)
     config_file = directory / "bert_config.json"

@@ -1,18 +1,16 @@
-"""The fine-tuning loop: the pretraining step machinery on labelled features, by epochs.
+"""Fine-tuning: labelled features by epochs through the training loop pretraining uses too.
 
-Shared with pretraining: TrainStep (replicas, accumulation, clipping, mixed
-precision), the optimizer and schedule, checkpoints with the input position,
-TensorBoard writers. Added here: epochs, dynamic padding, evaluation on the dev
-set with the task's own metric after every epoch, and keeping the best model.
+Shared with pretraining (bert_tf.training.loop and .step): the step (replicas,
+accumulation, clipping, mixed precision), checkpoints with the input position,
+the non-finite guard, TensorBoard summaries. Added here: epochs, dynamic
+padding, initialising the encoder from a pretrained model, evaluation with the
+task's own metric after every epoch, and keeping the best model.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
-import time
 from typing import Callable
 
 import keras
@@ -21,40 +19,27 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints
-from bert_tf.io import write_json
 from bert_tf.data.packing import trim_padding
-from bert_tf.training import distribute, tasks
+from bert_tf.training import loop, tasks
 from bert_tf.training.optimization import OptimizerConfig
-from bert_tf.training.trainer import (PRECISIONS, NonFiniteGuard, TrainStep, _Summaries,
-                                     build_for_training, save_checkpoint, training_state)
 
 Features = dict[str, np.ndarray]
 
 
 @dataclasses.dataclass(frozen=True)
-class FinetuningConfig:
-    """How to fine-tune. `train_batch_size` is the global batch of one optimizer step."""
+class FinetuningConfig(loop.TrainingConfig):
+    """How to fine-tune: the shared training settings and the epochs, warmup and model kept."""
 
-    output_dir: str
-    train_batch_size: int = 32
-    eval_batch_size: int = 32
-    num_train_epochs: float = 3.0
-    warmup_proportion: float = 0.1
-    gradient_accumulation_steps: int = 1
     log_steps: int = 50
     keep_checkpoint_max: int = 2
-    init_checkpoint: str | None = None
-    mixed_precision: str = "float32"
-    jit_compile: bool = False
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
     length_bucketing: bool = False  # batches of rows of similar length (train_dataset)
-    seed: int = 12345
-    deterministic: bool = False  # enable_op_determinism: bitwise-repeatable runs on one machine
     best_metric: str | None = None  # the dev metric that picks the kept model (higher is better)
     reinit_top_layers: int = 0  # top encoder blocks (and the pooler) not taken from init_checkpoint
 
     def __post_init__(self) -> None:
-        if self.mixed_precision not in PRECISIONS:
-            raise ValueError(f"mixed_precision must be one of {', '.join(PRECISIONS)}")
+        super().__post_init__()
         if self.num_train_epochs <= 0:
             raise ValueError(f"num_train_epochs must be positive, got {self.num_train_epochs}")
         if self.reinit_top_layers < 0:
@@ -153,7 +138,11 @@ def run_finetuning(build_model: Callable[[], keras.Model], task: tasks.Task,
                    strategy: tf.distribute.Strategy, train_features: Features,
                    evaluate: Callable[[keras.Model], dict[str, float]] | None = None,
                    vocab_file: str | None = None, task_info: dict | None = None) -> dict[str, float]:
-    """Fine-tunes a task model; resumes from output_dir when it can.
+    """Fine-tunes a task model by epochs through the shared loop; resumes from output_dir when it can.
+
+    Evaluates after every epoch and keeps the model of the best evaluation in
+    `output_dir/best` (the last model when there is no `evaluate`), its metrics
+    in `output_dir/best_eval_results.json`; the last model goes to `output_dir/model`.
 
     Args:
         build_model: builds the task model (called under the strategy's scope and
@@ -171,7 +160,6 @@ def run_finetuning(build_model: Callable[[], keras.Model], task: tasks.Task,
     Returns:
         The last train metrics ("train/NAME") and the best dev metrics ("eval/NAME").
     """
-    num_workers, worker = distribute.worker_info(strategy)
     examples = len(train_features["input_word_ids"])
     steps_per_epoch = max(1, examples // config.train_batch_size)
     total_steps = max(1, math.ceil(steps_per_epoch * config.num_train_epochs))
@@ -180,79 +168,19 @@ def run_finetuning(build_model: Callable[[], keras.Model], task: tasks.Task,
             optimizer_config, num_train_steps=total_steps,
             num_warmup_steps=int(total_steps * config.warmup_proportion))
     logging.info("%d training examples, %d steps per epoch, %d steps", examples, steps_per_epoch, total_steps)
-    os.makedirs(config.output_dir, exist_ok=True)
 
-    if config.deterministic:
-        tf.config.experimental.enable_op_determinism()
-    keras.utils.set_random_seed(config.seed)
-    model, optimizer, global_step = build_for_training(build_model, optimizer_config,
-                                                       config.mixed_precision, strategy)
-
-    context = tf.distribute.InputContext(num_workers, worker, num_workers)
-    iterator = iter(train_dataset(train_features, config.train_batch_size, config.seed, context,
-                                  config.length_bucketing))
-    manager = tf.train.CheckpointManager(
-        tf.train.Checkpoint(**training_state(model, optimizer, global_step), iterator=iterator),
-        os.path.join(config.output_dir, "checkpoints" if worker == 0 else f".worker_{worker}_checkpoints"),
-        max_to_keep=config.keep_checkpoint_max, step_counter=global_step)
-    latest = tf.train.latest_checkpoint(os.path.join(config.output_dir, "checkpoints"))
-    best_file = os.path.join(config.output_dir, "best_eval_results.json")
-    best = json.load(open(best_file)) if latest and os.path.exists(best_file) else None
-    if latest:
-        manager.checkpoint.restore(latest).assert_existing_objects_matched()
-        logging.info("resuming from checkpoint %s at step %d", latest, int(global_step.numpy()))
-    elif config.init_checkpoint:
+    def initialise(model: keras.Model) -> None:
         initialise_encoder(model, config.init_checkpoint, config.reinit_top_layers)
         logging.info("initialised the encoder from %s%s", config.init_checkpoint,
                      f" but its top {config.reinit_top_layers} layer(s) and pooler"
                      if config.reinit_top_layers else "")
 
-    steps = TrainStep(model, optimizer, strategy, task, train_batch_size=config.train_batch_size,
-                      eval_batch_size=config.eval_batch_size,
-                      gradient_accumulation_steps=config.gradient_accumulation_steps,
-                      jit_compile=config.jit_compile, num_workers=num_workers,
-                      clip_norm=optimizer_config.clip_norm)
-    summaries = _Summaries(config.output_dir, worker == 0)
-    results: dict[str, float] = {f"eval/{k}": v for k, v in (best or {}).items()}
-    step = int(global_step.numpy())
-    window: dict[str, tf.Tensor] = {}
-    window_start, window_steps = time.perf_counter(), 0
-    guard = NonFiniteGuard(steps.loss_scaled)
-    while step < total_steps:
-        sums = steps.train(iterator)
-        global_step.assign_add(1)
-        step += 1
-        window_steps += 1
-        window = {k: window[k] + v if k in window else v for k, v in sums.items()}
-        guard.add(step, sums)
-        if step % config.log_steps == 0 or step % steps_per_epoch == 0 or step == total_steps:
-            guard.check(manager.latest_checkpoint)
-            totals = {k: float(v) for k, v in window.items()}
-            logged = task.summarize(totals)
-            logged.update(learning_rate=float(getattr(optimizer, "inner_optimizer", optimizer).learning_rate),
-                          examples_per_second=totals["examples"] / (time.perf_counter() - window_start),
-                          grad_norm=totals["grad_norm"] / window_steps)
-            summaries.scalars("train", logged, step)
-            results.update({f"train/{k}": v for k, v in logged.items()})
-            logging.info("step %d/%d epoch %.2f loss=%.4f lr=%.3g %.1f examples/s", step, total_steps,
-                         step / steps_per_epoch, logged["loss"], logged["learning_rate"],
-                         logged["examples_per_second"])
-            window, window_start, window_steps = {}, time.perf_counter(), 0
-        if step % steps_per_epoch == 0 or step == total_steps:
-            if evaluate is not None:
-                metrics = evaluate(model)
-                summaries.scalars("eval", metrics, step)
-                logging.info("eval step %d: %s", step, " ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items())))
-                key = config.best_metric or next(iter(metrics))
-                if worker == 0 and (best is None or metrics[key] > best[key]):
-                    best = metrics
-                    checkpoints.save_model_dir(model, os.path.join(config.output_dir, "best"),
-                                               vocab_file, task_info)
-                    write_json(best_file, best)
-                    results.update({f"eval/{k}": v for k, v in best.items()})
-            save_checkpoint(manager, step)
-    if worker == 0:
-        checkpoints.save_model_dir(model, os.path.join(config.output_dir, "model"), vocab_file, task_info)
-        if evaluate is None:  # without a dev set, the last model is the one kept
-            checkpoints.save_model_dir(model, os.path.join(config.output_dir, "best"), vocab_file, task_info)
-    return results
+    hooks = loop.Hooks(initialise=initialise if config.init_checkpoint else None,
+                       evaluate=None if evaluate is None else lambda step: evaluate(step.model),
+                       keep_best=True, best_metric=config.best_metric)
+    schedule = loop.Schedule(total_steps=total_steps, log_every=config.log_steps, eval_every=steps_per_epoch,
+                             save_every=steps_per_epoch, epoch_steps=steps_per_epoch)
+    return loop.train(build_model, task, optimizer_config, config, strategy,
+                      lambda batch_size, context: train_dataset(train_features, batch_size, config.seed, context,
+                                                                config.length_bucketing),
+                      schedule, hooks, vocab_file=vocab_file, task_info=task_info)

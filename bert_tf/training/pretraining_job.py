@@ -1,16 +1,21 @@
-"""One pretraining job end to end: corpus -> vocab -> TFRecords -> run_pretraining.
+"""One pretraining job end to end: corpus -> vocab -> TFRecords -> `pretrain`.
 
-This is what `run_pretraining.py` calls. Given TFRecords (from
+`run` is what `run_pretraining.py` calls. Given TFRecords (from
 create_pretraining_data.py) it trains on them; given plain text (files or an
 embedded corpus) it first learns a vocab when none exists, holds out a few
 documents for evaluation and writes the records under `output_dir/data`, each
 step skipped when its output is already there (so a rerun resumes).
+`pretrain` trains a BertPretrainer on masked LM and next-sentence prediction
+through the loop fine-tuning uses too (bert_tf.training.loop).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import os
+from typing import Sequence
 
 import tensorflow as tf
 from absl import logging
@@ -24,9 +29,12 @@ from bert_tf.data.pretraining.documents import expand_input_patterns, read_docum
 from bert_tf.data.pretraining.writer import PretrainingDataOptions, create_pretraining_data
 from bert_tf.data.tokenization import BertTokenizer, load_vocab, special_token_ids
 from bert_tf.io import write_text_atomically
+from bert_tf.modeling.pretrainer import BertPretrainer
+from bert_tf.training import distribute, loop, tasks
+from bert_tf.training import metrics as metrics_lib
 from bert_tf.training.optimization import OptimizerConfig
 from bert_tf.training.output_lock import lock_output_dir
-from bert_tf.training.trainer import PretrainingConfig, data_fingerprint, run_pretraining
+from bert_tf.training.step import TrainStep
 
 EMBEDDED_CORPORA = {
     "peoples_daily": lambda: corpora.people_daily_corpus(),
@@ -34,6 +42,133 @@ EMBEDDED_CORPORA = {
     "product_reviews": corpora.product_reviews_corpus,
     "tweets": corpora.tweets_corpus,
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingConfig(loop.TrainingConfig):
+    """How to pretrain (the model and optimizer have their own configs).
+
+    The run stops at `stop_step` (default: the optimizer's num_train_steps);
+    two-phase pretraining stops phase 1 early and phase 2 resumes from its
+    checkpoint.
+    """
+
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    stop_step: int | None = None
+    save_checkpoints_steps: int = 1000
+    eval_every_steps: int = 1000
+    eval_batches: int = 20
+    recompute_activations: bool = False  # tf.recompute_grad per Transformer block
+    peak_flops: float | None = None
+    data_fingerprint: str = ""  # data_fingerprint() of the training input; resume needs the same
+
+
+def data_fingerprint(files: Sequence[str], **settings) -> str:
+    """What identifies a training input stream, wherever its files now live.
+
+    A checkpointed input position only means something for the same stream:
+    the same files in the same order and the same settings that shape it
+    (sequence length, batch, masking, seed...). Files count by their path
+    relative to the folder they share and by their size, not by their absolute
+    path, so a run directory moved or copied elsewhere (records written under
+    output_dir/data move with it) resumes at its input position.
+    """
+    files = [os.path.abspath(f) for f in files]
+    root = os.path.commonpath([os.path.dirname(f) for f in files])
+    named = [(os.path.relpath(f, root), os.path.getsize(f)) for f in files]
+    return hashlib.sha256(json.dumps([named, sorted(settings.items())]).encode()).hexdigest()
+
+
+def masked_predictions_text(model: BertPretrainer, batch: dict, vocab: Sequence[str], count: int = 3) -> str:
+    """Markdown table of a few masked sequences of `batch` with the model's top predictions."""
+    outputs = model({k: batch[k][:count] for k in tasks.PretrainingTask.model_inputs}, training=False)
+    predicted = tf.argmax(outputs["mlm_logits"], -1).numpy()
+
+    def token(i) -> str:  # the model's vocab_size may exceed the vocab file's length
+        return vocab[int(i)] if int(i) < len(vocab) else f"<{int(i)}>"
+
+    rows = ["| masked input | position: truth -> prediction |", "|---|---|"]
+    for i in range(min(count, len(predicted))):
+        ids = batch["input_word_ids"][i].numpy()
+        length = int(batch["input_mask"][i].numpy().sum())
+        text = " ".join(token(t) for t in ids[:length])
+        pairs = [f"{int(p)}: {token(t)} -> {token(q)}"
+                 for p, t, q, w in zip(batch["masked_lm_positions"][i].numpy(),
+                                       batch["masked_lm_ids"][i].numpy(), predicted[i],
+                                       batch["masked_lm_weights"][i].numpy()) if w > 0]
+        rows.append(f"| {text} | {'; '.join(pairs)} |")
+    return "\n".join(rows)
+
+
+def pretrain(model_config: BertConfig, optimizer_config: OptimizerConfig, config: PretrainingConfig,
+             strategy: tf.distribute.Strategy, train_dataset_fn: loop.DatasetFn,
+             eval_dataset_fn: loop.DatasetFn | None = None, vocab: Sequence[str] | None = None,
+             vocab_file: str | None = None, hparams: dict | None = None) -> dict[str, float]:
+    """Pretrains a BertPretrainer with MLM + NSP; resumes from output_dir when it can.
+
+    The shared loop (`loop.train`) writes checkpoints, summaries and at the end
+    the model directory `output_dir/model` ready for fine-tuning. Added here:
+    evaluation on up to `eval_batches` held-out batches with the unigram
+    entropy of their masked tokens as the baseline, the masked predictions as
+    text (given `vocab`) and the model FLOPs utilisation of training.
+
+    Returns:
+        The last train and eval metrics, keyed "train/NAME" and "eval/NAME".
+    """
+    replicas = strategy.num_replicas_in_sync
+    eval_batches: list[dict[str, tf.Tensor]] = []
+    unigram = 0.0
+
+    def read_eval_batches() -> None:
+        nonlocal unigram
+        # Every worker reads the same, unsharded eval batches: each eval step is a
+        # collective that all workers must join, so they need equal batch counts.
+        # The all-reduced sums then count every example once per worker, which
+        # leaves the ratios (the metrics) unchanged.
+        eval_size = config.eval_batch_size // distribute.worker_info(strategy)[0]
+        eval_batches.extend(eval_dataset_fn(eval_size, tf.distribute.InputContext())
+                            .rebatch(eval_size, drop_remainder=True).take(config.eval_batches))
+        if not eval_batches:
+            raise ValueError(f"the eval data holds fewer than eval_batch_size={config.eval_batch_size} examples")
+        unigram = metrics_lib.unigram_entropy(metrics_lib.masked_token_counts(
+            {k: b[k].numpy() for k in ("masked_lm_ids", "masked_lm_weights")} for b in eval_batches))
+        logging.info("unigram entropy of the held-out masked tokens: %.4f nats", unigram)
+
+    def evaluate(step: TrainStep) -> dict[str, float]:
+        totals: dict[str, float] = {}
+        for batch in eval_batches:
+            for k, v in step.evaluate(batch).items():
+                totals[k] = totals.get(k, 0.0) + float(v)
+        return {**step.task.summarize(totals), "unigram_entropy": unigram}
+
+    def sample_text(model: BertPretrainer) -> dict[str, str]:
+        return {"masked_predictions": masked_predictions_text(model, eval_batches[0], vocab)}
+
+    def initialise(model: BertPretrainer) -> None:
+        checkpoints.load_weights(model, config.init_checkpoint)
+        logging.info("initialised weights from %s", config.init_checkpoint)
+
+    flops_per_sequence = metrics_lib.pretraining_flops_per_sequence(
+        model_config, config.max_seq_length, config.max_predictions_per_seq)
+    peak = config.peak_flops or metrics_lib.measure_matmul_peak(
+        tf.bfloat16 if config.mixed_precision == "mixed_bfloat16" else
+        tf.float16 if config.mixed_precision == "mixed_float16" else tf.float32)
+    held_out = eval_dataset_fn is not None
+    hooks = loop.Hooks(
+        initialise=initialise if config.init_checkpoint else None,
+        prepare=read_eval_batches if held_out else None,
+        evaluate=evaluate if held_out else None,
+        sample_text=sample_text if vocab is not None and held_out else None,
+        train_metrics=lambda sequences_per_second: {
+            "mfu": flops_per_sequence * sequences_per_second / (peak * max(1, replicas))})
+    schedule = loop.Schedule(total_steps=config.stop_step or optimizer_config.num_train_steps,
+                             log_every=config.log_steps, eval_every=config.eval_every_steps,
+                             save_every=config.save_checkpoints_steps)
+    return loop.train(lambda: BertPretrainer(model_config, config.recompute_activations),
+                      tasks.PretrainingTask(), optimizer_config, config, strategy, train_dataset_fn,
+                      schedule, hooks, data_fingerprint=config.data_fingerprint, vocab_file=vocab_file,
+                      hparams=hparams)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,6 +324,6 @@ def run(data: DataConfig, model_preset: str | None, bert_config_file: str | None
             do_whole_word_mask=data.do_whole_word_mask, seed=data.seed,
             skip_corrupt_records=data.skip_corrupt_records)
         training = dataclasses.replace(training, data_fingerprint=fingerprint)
-        return run_pretraining(model_config, optimizer, training, strategy, train_dataset_fn,
-                               eval_dataset_fn if eval_files else None, vocab=vocab,
-                               vocab_file=vocab_file, hparams=hparams)
+        return pretrain(model_config, optimizer, training, strategy, train_dataset_fn,
+                        eval_dataset_fn if eval_files else None, vocab=vocab,
+                        vocab_file=vocab_file, hparams=hparams)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.training.trainer import NonFiniteGuard
+from bert_tf.training.loop import NonFiniteGuard
 from tests.conftest import own_stderr_lines
 from tests.pretraining_helpers import pretrain_flags, run_pretrain
 

@@ -20,7 +20,7 @@ from bert_tf import checkpoints
 from bert_tf.modeling.pretrainer import BertPretrainer
 from bert_tf.training.optimization import OptimizerConfig
 from bert_tf.training.tasks import PretrainingTask
-from bert_tf.training.trainer import TrainStep, build_for_training
+from bert_tf.training.step import TrainStep, build_for_training
 
 STEPS, BATCH, SEQ, PREDICTIONS = 10, 8, 16, 4
 OPTIMIZER = OptimizerConfig(learning_rate=1e-3, num_train_steps=STEPS, num_warmup_steps=3)

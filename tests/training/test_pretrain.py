@@ -9,7 +9,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from bert_tf import checkpoints
 from bert_tf.modeling.pretrainer import BertPretrainer
 from bert_tf.training.optimization import OptimizerConfig
-from bert_tf.training.trainer import PretrainingConfig, run_pretraining
+from bert_tf.training.pretraining_job import PretrainingConfig, pretrain
 from tests.conftest import random_batch
 
 
@@ -37,9 +37,9 @@ def _run(tiny_config, tmp_path, name, strategy, **overrides):
     settings.update(overrides)
     steps = settings.pop("steps", 2)
     optimizer = OptimizerConfig(learning_rate=1e-3, num_train_steps=steps, num_warmup_steps=1)
-    return run_pretraining(tiny_config, optimizer, PretrainingConfig(**settings), strategy,
-                           synthetic_dataset_fn(tiny_config), synthetic_dataset_fn(tiny_config, seed=99),
-                           vocab=[f"t{i}" for i in range(tiny_config.vocab_size)])
+    return pretrain(tiny_config, optimizer, PretrainingConfig(**settings), strategy,
+                    synthetic_dataset_fn(tiny_config), synthetic_dataset_fn(tiny_config, seed=99),
+                    vocab=[f"t{i}" for i in range(tiny_config.vocab_size)])
 
 
 @pytest.fixture
