@@ -9,8 +9,6 @@ Intentionally kept short: flags in, dataclasses out, one call into bert_tf.train
 
 from __future__ import annotations
 
-import json
-
 from absl import app, flags
 
 from bert_tf import flags as bert_flags
@@ -33,30 +31,20 @@ flags.DEFINE_enum("head", "pooled", ["pooled", "conv", "conv_avg_max", "concat_l
 FLAGS = flags.FLAGS
 
 
-def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        bert_flags.exit_with_error(f"unexpected arguments: {' '.join(argv[1:])}")
-    from bert_tf.checkpoints import CheckpointMismatchError
+def _run() -> dict:
     from bert_tf.training import classifier_job
 
-    try:
-        optimizer, config, strategy = bert_flags.finetuning_options()
-        data = classifier_job.ClassifierData(
-            task_name=FLAGS.task_name, data_dir=FLAGS.data_dir, train_file=FLAGS.train_file,
-            dev_file=FLAGS.dev_file, test_file=FLAGS.test_file, text_column=FLAGS.text_column,
-            text_pair_column=FLAGS.text_pair_column, label_column=FLAGS.label_column,
-            regression=FLAGS.regression, demo=FLAGS.demo, demo_subsample=FLAGS.demo_subsample,
-            skip_bad_rows=FLAGS.skip_bad_rows, length_filter=bert_flags.length_filter_options())
-        report = classifier_job.run(
-            data, init_checkpoint=FLAGS.init_checkpoint, output_dir=FLAGS.output_dir,
-            do_train=FLAGS.do_train, do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict,
-            max_seq_length=FLAGS.max_seq_length, do_lower_case=FLAGS.do_lower_case,
-            vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file, head=FLAGS.head,
-            optimizer=optimizer, config=config, strategy=strategy,
-            allow_case_mismatch=FLAGS.allow_case_mismatch)
-    except (OSError, ValueError, FloatingPointError, CheckpointMismatchError) as e:
-        bert_flags.exit_with_error(e)
-    print(json.dumps({k: v for k, v in report.items() if k != "train"}, indent=2, sort_keys=True))
+    data = classifier_job.ClassifierData(
+        task_name=FLAGS.task_name, data_dir=FLAGS.data_dir, train_file=FLAGS.train_file,
+        dev_file=FLAGS.dev_file, test_file=FLAGS.test_file, text_column=FLAGS.text_column,
+        text_pair_column=FLAGS.text_pair_column, label_column=FLAGS.label_column,
+        regression=FLAGS.regression, demo=FLAGS.demo, demo_subsample=FLAGS.demo_subsample,
+        skip_bad_rows=FLAGS.skip_bad_rows, length_filter=bert_flags.length_filter_options())
+    return classifier_job.run(data, head=FLAGS.head, **bert_flags.finetuning_job_arguments())
+
+
+def main(argv: list[str]) -> None:
+    bert_flags.run_finetuning_driver(argv, _run)
 
 
 if __name__ == "__main__":

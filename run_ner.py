@@ -9,8 +9,6 @@ Intentionally kept short: flags in, dataclasses out, one call into bert_tf.train
 
 from __future__ import annotations
 
-import json
-
 from absl import app, flags
 
 from bert_tf import flags as bert_flags
@@ -27,31 +25,17 @@ flags.DEFINE_boolean("use_crf", True, "A linear-chain CRF head (else a softmax p
 FLAGS = flags.FLAGS
 
 
-def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        bert_flags.exit_with_error(f"unexpected arguments: {' '.join(argv[1:])}")
-    from bert_tf.checkpoints import CheckpointMismatchError
+def _run() -> dict:
     from bert_tf.training import ner_job
 
-    try:
-        optimizer, config, strategy = bert_flags.finetuning_options()
-        report = ner_job.run(
-            ner_job.NerData(train_file=FLAGS.train_file, dev_file=FLAGS.dev_file,
-                            test_file=FLAGS.test_file, demo=FLAGS.demo,
-                            demo_subsample=FLAGS.demo_subsample, scheme=FLAGS.tagging_scheme,
-                            skip_bad_rows=FLAGS.skip_bad_rows,
-                            length_filter=bert_flags.length_filter_options()),
-            init_checkpoint=FLAGS.init_checkpoint, output_dir=FLAGS.output_dir,
-            do_train=FLAGS.do_train, do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict,
-            max_seq_length=FLAGS.max_seq_length, do_lower_case=FLAGS.do_lower_case,
-            vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
-            use_crf=FLAGS.use_crf,
-            optimizer=optimizer, config=config, strategy=strategy,
-            allow_case_mismatch=FLAGS.allow_case_mismatch)
-    except (OSError, ValueError, FloatingPointError, CheckpointMismatchError) as e:
-        bert_flags.exit_with_error(e)
-    print(json.dumps({k: v for k, v in report.items() if k != "train"}, indent=2, sort_keys=True,
-                     ensure_ascii=False))
+    data = ner_job.NerData(train_file=FLAGS.train_file, dev_file=FLAGS.dev_file, test_file=FLAGS.test_file,
+                           demo=FLAGS.demo, demo_subsample=FLAGS.demo_subsample, scheme=FLAGS.tagging_scheme,
+                           skip_bad_rows=FLAGS.skip_bad_rows, length_filter=bert_flags.length_filter_options())
+    return ner_job.run(data, use_crf=FLAGS.use_crf, **bert_flags.finetuning_job_arguments())
+
+
+def main(argv: list[str]) -> None:
+    bert_flags.run_finetuning_driver(argv, _run)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,6 @@ Intentionally kept short: flags in, dataclasses out, one call into bert_tf.train
 
 from __future__ import annotations
 
-import json
-
 from absl import app, flags
 
 from bert_tf import flags as bert_flags
@@ -30,31 +28,20 @@ flags.DEFINE_float("null_score_diff_threshold", 0.0,
 FLAGS = flags.FLAGS
 
 
-def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        bert_flags.exit_with_error(f"unexpected arguments: {' '.join(argv[1:])}")
-    from bert_tf.checkpoints import CheckpointMismatchError
+def _run() -> dict:
     from bert_tf.training import squad_job
 
-    try:
-        optimizer, config, strategy = bert_flags.finetuning_options()
-        report = squad_job.run(
-            squad_job.SquadConfig(
-                train_file=FLAGS.train_file, predict_file=FLAGS.predict_file,
-                version_2_with_negative=FLAGS.version_2_with_negative, doc_stride=FLAGS.doc_stride,
-                max_query_length=FLAGS.max_query_length, n_best_size=FLAGS.n_best_size,
-                max_answer_length=FLAGS.max_answer_length,
-                null_score_diff_threshold=FLAGS.null_score_diff_threshold,
-                skip_bad_rows=FLAGS.skip_bad_rows),
-            init_checkpoint=FLAGS.init_checkpoint, output_dir=FLAGS.output_dir,
-            do_train=FLAGS.do_train, do_predict=FLAGS.do_predict or FLAGS.do_eval,
-            max_seq_length=FLAGS.max_seq_length, do_lower_case=FLAGS.do_lower_case,
-            vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
-            optimizer=optimizer, config=config, strategy=strategy,
-            allow_case_mismatch=FLAGS.allow_case_mismatch)
-    except (OSError, ValueError, FloatingPointError, CheckpointMismatchError) as e:
-        bert_flags.exit_with_error(e)
-    print(json.dumps({k: v for k, v in report.items() if k != "train"}, indent=2, sort_keys=True))
+    squad_config = squad_job.SquadConfig(
+        train_file=FLAGS.train_file, predict_file=FLAGS.predict_file,
+        version_2_with_negative=FLAGS.version_2_with_negative, doc_stride=FLAGS.doc_stride,
+        max_query_length=FLAGS.max_query_length, n_best_size=FLAGS.n_best_size,
+        max_answer_length=FLAGS.max_answer_length, null_score_diff_threshold=FLAGS.null_score_diff_threshold,
+        skip_bad_rows=FLAGS.skip_bad_rows)
+    return squad_job.run(squad_config, **bert_flags.finetuning_job_arguments())
+
+
+def main(argv: list[str]) -> None:
+    bert_flags.run_finetuning_driver(argv, _run)
 
 
 if __name__ == "__main__":

@@ -122,10 +122,6 @@ def _run(step: TrainStep, iterator, steps: int) -> float:
     return steps * FLAGS.batch_size / (time.perf_counter() - start)
 
 
-def _traces(step: TrainStep) -> int:
-    return step.train.experimental_get_tracing_count() + step._forward_backward.experimental_get_tracing_count()
-
-
 def main(argv: list[str]) -> None:
     del argv
     if FLAGS.quick:  # tracing dominates: a smaller model unless one is named
@@ -149,12 +145,12 @@ def main(argv: list[str]) -> None:
     for name, (step, iterator) in runs.items():
         start = time.perf_counter()
         _run(step, iterator, FLAGS.warmup_steps)
-        warm[name] = (time.perf_counter() - start, _traces(step))
+        warm[name] = (time.perf_counter() - start, step.tracing_count())
     speed: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(FLAGS.rounds):
         for name, (step, iterator) in runs.items():
             speed[name].append(_run(step, iterator, FLAGS.steps))
-    retraced = {name: _traces(step) - warm[name][1] for name, (step, _) in runs.items()}
+    retraced = {name: step.tracing_count() - warm[name][1] for name, (step, _) in runs.items()}
 
     rate = {name: statistics.median(values) for name, values in speed.items()}
     figures: dict[str, float | int | str] = {

@@ -63,12 +63,6 @@ def define_masked_lm_flags() -> None:
                          "borrows a neighbouring sentence (or is cut in two) instead of always "
                          "getting a random B, so NSP pairs are 50% random rather than the "
                          "original's 56-76% (measured on the embedded corpora).")
-    flags.register_multi_flags_validator(
-        ["max_predictions_per_seq", "max_seq_length"],
-        lambda f: f["max_predictions_per_seq"] <= f["max_seq_length"],
-        message="--max_predictions_per_seq must not exceed --max_seq_length")
-    flags.register_validator("masked_lm_prob", lambda p: 0.0 < p < 1.0,
-                             message="--masked_lm_prob must be in (0, 1)")
 
 
 def define_pretraining_data_flags() -> None:
@@ -101,9 +95,6 @@ def define_pretraining_data_flags() -> None:
                          lower_bound=0)
     for name in ("input_file", "output_file", "vocab_file"):
         flags.mark_flag_as_required(name)
-    flags.register_multi_flags_validator(
-        ["shard_index", "num_shards"], lambda f: f["shard_index"] < f["num_shards"],
-        message="--shard_index must be less than --num_shards")
 
 
 def define_case_mismatch_flag() -> None:
@@ -217,28 +208,6 @@ def define_pretraining_flags() -> None:
     flags.DEFINE_integer("max_eval_steps", 20, "Eval batches per evaluation.", lower_bound=1)
     flags.DEFINE_float("peak_tflops", None, "Peak TFLOP/s per replica for MFU; measured when unset.")
     flags.mark_flag_as_required("output_dir")
-    flags.register_multi_flags_validator(
-        ["train_batch_size", "gradient_accumulation_steps"],
-        lambda f: f["train_batch_size"] % f["gradient_accumulation_steps"] == 0,
-        message="--train_batch_size must be divisible by --gradient_accumulation_steps")
-    flags.register_multi_flags_validator(
-        ["num_warmup_steps", "num_train_steps"],
-        lambda f: f["num_warmup_steps"] <= f["num_train_steps"],
-        message="--num_warmup_steps must not exceed --num_train_steps")
-    flags.register_multi_flags_validator(
-        ["stop_at_step", "num_train_steps"],
-        lambda f: f["stop_at_step"] is None or f["stop_at_step"] <= f["num_train_steps"],
-        message="--stop_at_step must not exceed --num_train_steps")
-    flags.register_multi_flags_validator(
-        ["input_file", "input_text_file", "text_corpus"],
-        lambda f: sum(bool(f[k]) for k in ("input_file", "input_text_file", "text_corpus")) == 1,
-        message="give exactly one of --input_file, --input_text_file and --text_corpus")
-    flags.register_multi_flags_validator(
-        ["input_file", "vocab_file"], lambda f: not f["input_file"] or bool(f["vocab_file"]),
-        message="--vocab_file is required with --input_file")
-    flags.register_validator(
-        "output_dir", lambda d: d is None or not os.path.isfile(d),
-        message="--output_dir is an existing file, not a directory")
 
 
 def flag_values() -> dict[str, object]:
@@ -309,13 +278,6 @@ def define_finetuning_flags() -> None:
     flags.register_multi_flags_validator(
         ["do_train", "do_eval", "do_predict"], lambda f: f["do_train"] or f["do_eval"] or f["do_predict"],
         message="at least one of --do_train, --do_eval and --do_predict must be true")
-    flags.register_multi_flags_validator(
-        ["train_batch_size", "gradient_accumulation_steps"],
-        lambda f: f["train_batch_size"] % f["gradient_accumulation_steps"] == 0,
-        message="--train_batch_size must be divisible by --gradient_accumulation_steps")
-    flags.register_validator(
-        "output_dir", lambda d: d is None or not os.path.isfile(d),
-        message="--output_dir is an existing file, not a directory")
 
 
 def define_length_filter_flags() -> None:
@@ -336,6 +298,32 @@ def length_filter_options():
 
     return LengthFilter(min_seq_tokens=FLAGS.min_seq_tokens, max_seq_tokens=FLAGS.max_seq_tokens,
                         drop_percent=FLAGS.length_filter_percent)
+
+
+def finetuning_job_arguments() -> dict:
+    """The shared fine-tuning flags as the keyword arguments every fine-tuning job's `run` takes."""
+    optimizer, config, strategy = finetuning_options()
+    return dict(init_checkpoint=FLAGS.init_checkpoint, output_dir=FLAGS.output_dir, do_train=FLAGS.do_train,
+                do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict, max_seq_length=FLAGS.max_seq_length,
+                do_lower_case=FLAGS.do_lower_case, vocab_file=FLAGS.vocab_file,
+                bert_config_file=FLAGS.bert_config_file, optimizer=optimizer, config=config,
+                strategy=strategy, allow_case_mismatch=FLAGS.allow_case_mismatch)
+
+
+def run_finetuning_driver(argv: Sequence[str], job: Callable[[], dict]) -> None:
+    """A fine-tuning driver's main: no stray arguments, bad input as one line, the report as JSON."""
+    import json
+
+    from bert_tf.checkpoints import CheckpointMismatchError
+
+    if len(argv) > 1:
+        exit_with_error(f"unexpected arguments: {' '.join(argv[1:])}")
+    try:
+        report = job()
+    except (OSError, ValueError, FloatingPointError, CheckpointMismatchError) as e:
+        exit_with_error(e)
+    print(json.dumps({k: v for k, v in report.items() if k != "train"}, indent=2, sort_keys=True,
+                     ensure_ascii=False))
 
 
 def finetuning_options():

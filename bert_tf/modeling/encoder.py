@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 
 from bert_tf.configs import INPUT_NAMES, BertConfig
-from bert_tf.modeling.layers import BertEmbeddings, Pooler, TransformerBlock, _config_from
+from bert_tf.modeling.layers import BertEmbeddings, Pooler, TransformerBlock, config_from
 
 
 def encoder_inputs(prefix_shape: tuple = (None,)) -> dict[str, keras.KerasTensor]:
@@ -35,7 +35,7 @@ class BertEncoder(keras.Model):
     """
 
     def __init__(self, config: BertConfig | dict, recompute_activations: bool = False, **kwargs):
-        config = _config_from(config)
+        config = config_from(config)
         kwargs.setdefault("name", "bert")
 
         # === Layers ===

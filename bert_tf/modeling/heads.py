@@ -17,7 +17,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.configs import BertConfig
-from bert_tf.modeling.layers import _config_from, initializer
+from bert_tf.modeling.layers import config_from, initializer
 
 HEADS = ("pooled", "conv", "conv_avg_max", "concat_last_n")
 
@@ -39,7 +39,7 @@ class OutputLogits(keras.layers.Layer):
         kwargs.setdefault("name", "output")
         super().__init__(**kwargs)
         self.num_outputs = num_outputs
-        self.config = _config_from(config)
+        self.config = config_from(config)
 
     def build(self, input_shape) -> None:
         self.output_weights = self.add_weight(
@@ -79,7 +79,7 @@ class ClassificationHead(keras.layers.Layer):
         super().__init__(**kwargs)
         if head not in HEADS:
             raise ValueError(f"head must be one of {', '.join(HEADS)}, got {head!r}")
-        self.config = _config_from(config)
+        self.config = config_from(config)
         if head == "concat_last_n" and not 1 <= last_n <= self.config.num_hidden_layers:
             raise ValueError(f"last_n={last_n} must be in [1, num_hidden_layers="
                              f"{self.config.num_hidden_layers}]")

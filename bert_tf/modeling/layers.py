@@ -79,7 +79,8 @@ def _dense(units: int, config: BertConfig, name: str = "dense", **kwargs) -> ker
     return keras.layers.Dense(units, kernel_initializer=initializer(config), name=name, **kwargs)
 
 
-def _config_from(cfg: dict) -> BertConfig:
+def config_from(cfg: BertConfig | dict) -> BertConfig:
+    """A layer's config argument as a BertConfig (Keras deserialisation passes a dict)."""
     return cfg if isinstance(cfg, BertConfig) else BertConfig(**cfg)
 
 
@@ -88,7 +89,7 @@ class _ConfigLayer(keras.layers.Layer):
 
     def __init__(self, config: BertConfig | dict, **kwargs):
         super().__init__(**kwargs)
-        self.config = _config_from(config)
+        self.config = config_from(config)
 
     def get_config(self) -> dict:
         return {**super().get_config(), "config": self.config.to_dict()}
@@ -259,7 +260,7 @@ class TransformerBlock(_ConfigLayer):
         # exactly 0 in float32, so padding cannot change non-padding outputs.
         training = seeds is not None
         if training:
-            probs = _softmax_dropout(scores, attention_bias(input_mask), _uniform(scores, seeds[0]),
+            probs = softmax_dropout(scores, attention_bias(input_mask), _uniform(scores, seeds[0]),
                                      self.attention_dropout.rate)
         else:
             probs = tf.nn.softmax(tf.cast(scores, tf.float32) + attention_bias(input_mask), axis=-1)
@@ -280,7 +281,7 @@ class TransformerBlock(_ConfigLayer):
             return tf.cast(layer_norm(x + y), self.compute_dtype)
         # The variables are read here: a distributed variable passed into the
         # tf.function as it is would not get its gradient right.
-        return _dropout_add_norm(x, y, _uniform(y, seed), tf.identity(layer_norm.gamma.value),
+        return dropout_add_norm(x, y, _uniform(y, seed), tf.identity(layer_norm.gamma.value),
                                  tf.identity(layer_norm.beta.value), self.dropout.rate, layer_norm.epsilon)
 
 
@@ -307,7 +308,7 @@ def _drop(x: tf.Tensor, uniform: tf.Tensor | None, rate: float) -> tf.Tensor:
 
 
 @tf.function(jit_compile=True)
-def _softmax_dropout(scores: tf.Tensor, bias: tf.Tensor, uniform: tf.Tensor | None,
+def softmax_dropout(scores: tf.Tensor, bias: tf.Tensor, uniform: tf.Tensor | None,
                      rate: float) -> tf.Tensor:
     """dropout(softmax(scores + bias)), computed in float32, returned in scores' dtype."""
     probs = tf.nn.softmax(tf.cast(scores, tf.float32) + bias, axis=-1)
@@ -315,7 +316,7 @@ def _softmax_dropout(scores: tf.Tensor, bias: tf.Tensor, uniform: tf.Tensor | No
 
 
 @tf.function(jit_compile=True)
-def _dropout_add_norm(x: tf.Tensor, y: tf.Tensor, uniform: tf.Tensor | None, gamma: tf.Tensor,
+def dropout_add_norm(x: tf.Tensor, y: tf.Tensor, uniform: tf.Tensor | None, gamma: tf.Tensor,
                       beta: tf.Tensor, rate: float, epsilon: float) -> tf.Tensor:
     """LayerNorm(x + dropout(y)) over the last axis, in float32, returned in x's dtype."""
     h = tf.cast(x, tf.float32) + _drop(tf.cast(y, tf.float32), uniform, rate)

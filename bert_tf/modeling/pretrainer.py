@@ -6,7 +6,7 @@ import keras
 
 from bert_tf.configs import BertConfig
 from bert_tf.modeling.encoder import BertEncoder, encoder_inputs
-from bert_tf.modeling.layers import MaskedLMHead, NextSentenceHead, _config_from
+from bert_tf.modeling.layers import MaskedLMHead, NextSentenceHead, config_from
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -27,7 +27,7 @@ class BertPretrainer(keras.Model):
     """
 
     def __init__(self, config: BertConfig | dict, recompute_activations: bool = False, **kwargs):
-        config = _config_from(config)
+        config = config_from(config)
         kwargs.setdefault("name", "bert_pretrainer")
 
         # === Layers ===

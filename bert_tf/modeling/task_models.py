@@ -10,7 +10,7 @@ from bert_tf.configs import BertConfig
 from bert_tf.modeling.crf import CRF
 from bert_tf.modeling.encoder import BertEncoder, encoder_inputs
 from bert_tf.modeling.heads import ClassificationHead, OutputLogits
-from bert_tf.modeling.layers import _config_from, initializer
+from bert_tf.modeling.layers import config_from, initializer
 
 _REGISTER = keras.saving.register_keras_serializable(package="bert_tf")
 
@@ -43,7 +43,7 @@ class BertClassifier(_TaskModel):
 
     def __init__(self, config: BertConfig | dict, num_classes: int, head: str = "pooled",
                  head_args: dict | None = None, **kwargs):
-        config = _config_from(config)
+        config = config_from(config)
         kwargs.setdefault("name", "bert_classifier")
         # === Layers ===
         self.encoder = BertEncoder(config)
@@ -82,7 +82,7 @@ class BertTagger(_TaskModel):
                 [T], end [T]) bools (see `CRF`); None allows every move.
             crf_learning_rate_multiplier: see `CRF`.
         """
-        config = _config_from(config)
+        config = config_from(config)
         kwargs.setdefault("name", "bert_tagger")
         # === Layers ===
         self.encoder = BertEncoder(config)
@@ -126,7 +126,7 @@ class BertSpanLabeler(_TaskModel):
     """Extractive QA: `start_logits` and `end_logits`, float32 `[batch_size, seq_length]`."""
 
     def __init__(self, config: BertConfig | dict, **kwargs):
-        config = _config_from(config)
+        config = config_from(config)
         kwargs.setdefault("name", "bert_span_labeler")
         # === Layers ===
         self.encoder = BertEncoder(config)

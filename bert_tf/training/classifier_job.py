@@ -17,10 +17,8 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints
-from bert_tf.configs import BertConfig
 from bert_tf.data import classification, glue
 from bert_tf.data.length_filter import LengthFilter, length_mask
-from bert_tf.data.tokenization import BertTokenizer
 from bert_tf.modeling.task_models import BertClassifier
 from bert_tf.training import finetuning, glue_metrics, tasks
 from bert_tf.io import write_json, write_text_atomically
@@ -126,29 +124,16 @@ def run(data: ClassifierData, *, init_checkpoint: str | None, output_dir: str,
             `init_checkpoint` records and `allow_case_mismatch` is false.
         OSError: another live run holds the output directory (lock_output_dir).
     """
-    if not init_checkpoint:
-        raise ValueError("--init_checkpoint is required: a model directory, TF1 checkpoint or HF directory")
-    trained = None
-    if do_train:
-        files = checkpoints.locate(init_checkpoint)
-        model_config = (BertConfig.from_json_file(bert_config_file) if bert_config_file
-                        else checkpoints.read_config(files))
+    start = finetuning.starting_point(init_checkpoint, do_train=do_train, max_seq_length=max_seq_length,
+                                      do_lower_case=do_lower_case, vocab_file=vocab_file,
+                                      bert_config_file=bert_config_file, allow_case_mismatch=allow_case_mismatch)
+    model_config, tokenizer, vocab_file, trained = (start.model_config, start.tokenizer, start.vocab_file,
+                                                    start.trained)
+    if trained is None:
         label_list = None
         regression = data.regression or bool(data.task_name and glue.get_task(data.task_name).is_regression)
     else:  # evaluate or predict with a fine-tuned model directory
-        trained = checkpoints.load_task_model(init_checkpoint)
-        files, model_config = checkpoints.locate(init_checkpoint), trained.config
         label_list, regression = trained.task_info.get("labels"), not trained.task_info.get("labels")
-    vocab_file = vocab_file or files.vocab_file
-    if not vocab_file:
-        raise ValueError(f"--vocab_file is required: {init_checkpoint} has no vocab.txt")
-    if max_seq_length > model_config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
-                         f"{model_config.max_position_embeddings} of {init_checkpoint}")
-    lower = checkpoints.resolve_lower_case(do_lower_case, init_checkpoint, default=model_config.do_lower_case,
-                                           allow_mismatch=allow_case_mismatch)
-    model_config = model_config.replace(do_lower_case=lower)  # the fine-tuned model records its casing
-    tokenizer = BertTokenizer(vocab_file, lower_case=lower)
     data = dataclasses.replace(data, regression=regression)
     splits = _splits(data, label_list)
     label_list = splits.label_list
@@ -170,7 +155,7 @@ def run(data: ClassifierData, *, init_checkpoint: str | None, output_dir: str,
             evaluate = None if first_dev is None else (
                 lambda model: _evaluate(model, first_dev, config.eval_batch_size, splits, regression))
             task_info = {"task": "classification", "labels": label_list, "head": head,
-                         "max_seq_length": max_seq_length, "do_lower_case": lower,
+                         "max_seq_length": max_seq_length, "do_lower_case": tokenizer.lower_case,
                          "text_pair": train_examples.text_pairs is not None}
             report["train"] = finetuning.run_finetuning(
                 lambda: BertClassifier(model_config, len(label_list) if label_list else 1, head=head),

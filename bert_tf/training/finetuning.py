@@ -19,7 +19,9 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints
+from bert_tf.configs import INPUT_NAMES, BertConfig
 from bert_tf.data.packing import trim_padding
+from bert_tf.data.tokenization import BertTokenizer
 from bert_tf.training import loop, tasks
 from bert_tf.training.optimization import OptimizerConfig
 
@@ -44,6 +46,53 @@ class FinetuningConfig(loop.TrainingConfig):
             raise ValueError(f"num_train_epochs must be positive, got {self.num_train_epochs}")
         if self.reinit_top_layers < 0:
             raise ValueError(f"reinit_top_layers must be >= 0, got {self.reinit_top_layers}")
+
+
+@dataclasses.dataclass(frozen=True)
+class StartingPoint:
+    """What a fine-tuning job starts from (`starting_point`)."""
+
+    model_config: BertConfig  # do_lower_case set to the casing the job uses
+    tokenizer: BertTokenizer
+    vocab_file: str
+    trained: keras.Model | None  # the fine-tuned model when the job only evaluates or predicts
+
+
+def starting_point(init_checkpoint: str | None, *, do_train: bool, max_seq_length: int,
+                   do_lower_case: bool | None, vocab_file: str | None, bert_config_file: str | None,
+                   allow_case_mismatch: bool) -> StartingPoint:
+    """The model config, vocab and tokenizer every fine-tuning job (classifier, NER, SQuAD) starts from.
+
+    Training starts from a pretrained model (`bert_config_file` overrides its
+    config); evaluating or predicting loads the fine-tuned model directory.
+    The vocab defaults to the one beside the checkpoint and the casing to the
+    model's; the returned config records the casing used.
+
+    Raises:
+        ValueError: no checkpoint or vocab, or a sequence longer than the model's positions.
+        checkpoints.CaseMismatchError: `do_lower_case` contradicts the checkpoint's casing
+            and `allow_case_mismatch` is false.
+    """
+    if not init_checkpoint:
+        raise ValueError("--init_checkpoint is required: a model directory, TF1 checkpoint or HF directory")
+    files = checkpoints.locate(init_checkpoint)
+    trained = None if do_train else checkpoints.load_task_model(init_checkpoint)
+    if trained is not None:
+        model_config = trained.config
+    elif bert_config_file:
+        model_config = BertConfig.from_json_file(bert_config_file)
+    else:
+        model_config = checkpoints.read_config(files)
+    vocab_file = vocab_file or files.vocab_file
+    if not vocab_file:
+        raise ValueError(f"--vocab_file is required: {init_checkpoint} has no vocab.txt")
+    if max_seq_length > model_config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
+                         f"{model_config.max_position_embeddings} of {init_checkpoint}")
+    lower = checkpoints.resolve_lower_case(do_lower_case, init_checkpoint, default=model_config.do_lower_case,
+                                           allow_mismatch=allow_case_mismatch)
+    return StartingPoint(model_config.replace(do_lower_case=lower), BertTokenizer(vocab_file, lower_case=lower),
+                         vocab_file, trained)
 
 
 def initialise_encoder(model: keras.Model, init_checkpoint: str, reinit_top_layers: int = 0) -> None:
@@ -107,7 +156,7 @@ def train_dataset(features: Features, batch_size: int, seed: int,
 
 def predict(model: keras.Model, features: Features, batch_size: int,
             seq_outputs: tuple[str, ...] = (),
-            inputs: tuple[str, ...] = tasks.ENCODER_INPUTS) -> dict[str, np.ndarray]:
+            inputs: tuple[str, ...] = INPUT_NAMES) -> dict[str, np.ndarray]:
     """Runs the model over all rows with dynamic padding; returns numpy outputs in row order.
 
     Rows are batched in order of length, so each batch is padded only to rows

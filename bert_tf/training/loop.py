@@ -63,6 +63,11 @@ class TrainingConfig:
     def __post_init__(self) -> None:
         if self.mixed_precision not in PRECISIONS:
             raise ValueError(f"mixed_precision must be one of {', '.join(PRECISIONS)}")
+        if os.path.isfile(self.output_dir):
+            raise ValueError(f"--output_dir={self.output_dir} is an existing file, not a directory")
+        if self.train_batch_size % self.gradient_accumulation_steps:
+            raise ValueError(f"--train_batch_size={self.train_batch_size} is not divisible by "
+                             f"--gradient_accumulation_steps={self.gradient_accumulation_steps}")
 
 
 @dataclasses.dataclass(frozen=True)

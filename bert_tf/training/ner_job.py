@@ -9,14 +9,13 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints
-from bert_tf.configs import INPUT_NAMES, BertConfig
+from bert_tf.configs import INPUT_NAMES
 from bert_tf.data import tag_schemes
 from bert_tf.data.ner import conll, people_daily, prediction
 from bert_tf.data.ner.dictionary import dictionary_tags
 from bert_tf.data.ner.features import convert_to_features, first_pieces
 from bert_tf.data.ner.scoring import entity_scores
 from bert_tf.data.length_filter import LengthFilter, length_mask
-from bert_tf.data.tokenization import BertTokenizer
 from bert_tf.modeling.task_models import CRF_LEARNING_RATE_MULTIPLIER, BertTagger, build_task_model
 from bert_tf.training import finetuning, tasks
 from bert_tf.io import write_json
@@ -78,27 +77,15 @@ def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train
             `init_checkpoint` records and `allow_case_mismatch` is false.
         OSError: another live run holds the output directory (lock_output_dir).
     """
-    if not init_checkpoint:
-        raise ValueError("--init_checkpoint is required")
-    files = checkpoints.locate(init_checkpoint)
-    trained, tags = None, None
-    if do_train:
-        model_config = (BertConfig.from_json_file(bert_config_file) if bert_config_file
-                        else checkpoints.read_config(files))
-    else:
-        trained = checkpoints.load_task_model(init_checkpoint)
-        model_config, tags = trained.config, trained.task_info["labels"]
+    start = finetuning.starting_point(init_checkpoint, do_train=do_train, max_seq_length=max_seq_length,
+                                      do_lower_case=do_lower_case, vocab_file=vocab_file,
+                                      bert_config_file=bert_config_file, allow_case_mismatch=allow_case_mismatch)
+    model_config, tokenizer, vocab_file, trained = (start.model_config, start.tokenizer, start.vocab_file,
+                                                    start.trained)
+    tags = None
+    if trained is not None:
+        tags = trained.task_info["labels"]
         data = dataclasses.replace(data, scheme=trained.task_info.get("scheme", data.scheme))
-    vocab_file = vocab_file or files.vocab_file
-    if not vocab_file:
-        raise ValueError(f"--vocab_file is required: {init_checkpoint} has no vocab.txt")
-    if max_seq_length > model_config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
-                         f"{model_config.max_position_embeddings} of {init_checkpoint}")
-    lower = checkpoints.resolve_lower_case(do_lower_case, init_checkpoint, default=model_config.do_lower_case,
-                                           allow_mismatch=allow_case_mismatch)
-    model_config = model_config.replace(do_lower_case=lower)  # the fine-tuned model records its casing
-    tokenizer = BertTokenizer(vocab_file, lower_case=lower)
     paths = {"train": data.train_file, "dev": data.dev_file, "test": data.test_file}
     if data.demo:
         paths = {k: str(v) for k, v in people_daily.people_daily_ner().items()}

@@ -44,6 +44,9 @@ class OptimizerConfig:
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        if self.num_warmup_steps > self.num_train_steps:
+            raise ValueError(f"--num_warmup_steps={self.num_warmup_steps} exceeds "
+                             f"--num_train_steps={self.num_train_steps}")
         if not 0.0 < self.layerwise_lr_decay <= 1.0:
             raise ValueError(f"layerwise_lr_decay must be in (0, 1], got {self.layerwise_lr_decay}")
         if self.layerwise_lr_decay != 1.0 and self.optimizer == "lamb":

@@ -63,6 +63,12 @@ class PretrainingConfig(loop.TrainingConfig):
     peak_flops: float | None = None
     data_fingerprint: str = ""  # data_fingerprint() of the training input; resume needs the same
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_predictions_per_seq > self.max_seq_length:
+            raise ValueError(f"--max_predictions_per_seq={self.max_predictions_per_seq} exceeds "
+                             f"--max_seq_length={self.max_seq_length}")
+
 
 def data_fingerprint(files: Sequence[str], **settings) -> str:
     """What identifies a training input stream, wherever its files now live.
@@ -277,7 +283,11 @@ def run(data: DataConfig, model_preset: str | None, bert_config_file: str | None
             casing `training.init_checkpoint` records and
             `data.allow_case_mismatch` is false.
         OSError: another live run holds the output directory (lock_output_dir).
+        ValueError: `training.stop_step` is past `optimizer.num_train_steps`, or
+            the data or model do not fit the settings.
     """
+    if training.stop_step and training.stop_step > optimizer.num_train_steps:
+        raise ValueError(f"--stop_at_step={training.stop_step} exceeds --num_train_steps={optimizer.num_train_steps}")
     checkpoints.resolve_lower_case(data.do_lower_case, training.init_checkpoint,
                                    allow_mismatch=data.allow_case_mismatch)
     with lock_output_dir(training.output_dir, strategy):

@@ -9,9 +9,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints
-from bert_tf.configs import BertConfig
 from bert_tf.data.squad import features, metrics, predictions as squad_predictions, reading
-from bert_tf.data.tokenization import BertTokenizer
 from bert_tf.modeling.task_models import BertSpanLabeler
 from bert_tf.training import finetuning, tasks
 from bert_tf.io import write_json
@@ -69,40 +67,30 @@ def _predict(model, tokenizer, squad_config: SquadConfig, max_seq_length: int, b
 
 
 def run(squad_config: SquadConfig, *, init_checkpoint: str | None, output_dir: str,
-        do_train: bool, do_predict: bool, max_seq_length: int, do_lower_case: bool | None,
+        do_train: bool, do_predict: bool, max_seq_length: int, do_eval: bool = False, do_lower_case: bool | None,
         vocab_file: str | None, bert_config_file: str | None, optimizer: OptimizerConfig,
         config: FinetuningConfig, strategy: tf.distribute.Strategy,
         allow_case_mismatch: bool = False) -> dict:
     """Trains on train_file and/or predicts predict_file; returns the figures written to JSON.
+
+    Predicting scores the predictions against the answers predict_file holds;
+    `do_eval` asks for the same.
 
     Raises:
         checkpoints.CaseMismatchError: `do_lower_case` contradicts the casing
             `init_checkpoint` records and `allow_case_mismatch` is false.
         OSError: another live run holds the output directory (lock_output_dir).
     """
-    if not init_checkpoint:
-        raise ValueError("--init_checkpoint is required")
-    files = checkpoints.locate(init_checkpoint)
-    trained = None if do_train else checkpoints.load_task_model(init_checkpoint)
-    if trained:
-        model_config = trained.config
-    else:
-        model_config = (BertConfig.from_json_file(bert_config_file) if bert_config_file
-                        else checkpoints.read_config(files))
-    vocab_file = vocab_file or files.vocab_file
-    if not vocab_file:
-        raise ValueError(f"--vocab_file is required: {init_checkpoint} has no vocab.txt")
-    if max_seq_length > model_config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
-                         f"{model_config.max_position_embeddings} of {init_checkpoint}")
+    start = finetuning.starting_point(init_checkpoint, do_train=do_train, max_seq_length=max_seq_length,
+                                      do_lower_case=do_lower_case, vocab_file=vocab_file,
+                                      bert_config_file=bert_config_file, allow_case_mismatch=allow_case_mismatch)
+    model_config, tokenizer, vocab_file, trained = (start.model_config, start.tokenizer, start.vocab_file,
+                                                    start.trained)
+    do_predict = do_predict or do_eval
     if do_train and not squad_config.train_file:
         raise ValueError("--do_train needs --train_file")
     if do_predict and not squad_config.predict_file:
         raise ValueError("--do_predict needs --predict_file")
-    lower = checkpoints.resolve_lower_case(do_lower_case, init_checkpoint, default=model_config.do_lower_case,
-                                           allow_mismatch=allow_case_mismatch)
-    model_config = model_config.replace(do_lower_case=lower)  # the fine-tuned model records its casing
-    tokenizer = BertTokenizer(vocab_file, lower_case=lower)
     report: dict = {}
     with lock_output_dir(output_dir, strategy):
         if do_train:

@@ -19,10 +19,14 @@ PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
 def check_batch_sizes(train_batch_size: int, eval_batch_size: int, replicas: int,
                       gradient_accumulation_steps: int) -> None:
-    """Raises ValueError when a global batch does not split evenly over replicas and micro-batches."""
-    if train_batch_size % (replicas * gradient_accumulation_steps):
-        raise ValueError(f"train_batch_size {train_batch_size} is not divisible by replicas "
-                         f"({replicas}) x gradient_accumulation_steps ({gradient_accumulation_steps})")
+    """Raises ValueError when a micro-batch or the eval batch does not split evenly over replicas.
+
+    (TrainingConfig checks that the global batch splits into micro-batches.)
+    """
+    micro_batch = train_batch_size // gradient_accumulation_steps
+    if micro_batch % replicas:
+        raise ValueError(f"train_batch_size {train_batch_size} / gradient_accumulation_steps "
+                         f"{gradient_accumulation_steps} = {micro_batch} is not divisible by replicas ({replicas})")
     if eval_batch_size % replicas:
         raise ValueError(f"eval_batch_size {eval_batch_size} is not divisible by replicas ({replicas})")
 
@@ -160,6 +164,11 @@ class TrainStep:
     def _evaluate(self, batch):
         sums = self.strategy.run(self._replica_evaluate, args=(batch,))
         return self.strategy.experimental_local_results(sums)[0]
+
+    def tracing_count(self) -> int:
+        """How many graphs the train step has traced so far (input shapes that each cost a compile)."""
+        return (self.train.experimental_get_tracing_count()
+                + self._forward_backward.experimental_get_tracing_count())
 
     def learning_rate(self) -> float:
         """The optimizer's current learning rate (of the inner optimizer under loss scaling)."""

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from bert_tf.configs import INPUT_NAMES
 from bert_tf.modeling import losses
-
-ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 def _examples(features: dict) -> tf.Tensor:
@@ -22,7 +21,7 @@ def _examples(features: dict) -> tf.Tensor:
 class Task:
     """Base: `model_inputs` fed to the model; `loss_terms` maps sum key -> weight key."""
 
-    model_inputs: tuple[str, ...] = ENCODER_INPUTS
+    model_inputs: tuple[str, ...] = INPUT_NAMES
     loss_terms: dict[str, str] = {"loss": "examples"}
 
     def bind(self, model) -> None:
@@ -44,7 +43,7 @@ class PretrainingTask(Task):
     """Masked LM (weighted by masked_lm_weights) + next-sentence prediction: the sums of
     `bert_tf.modeling.losses`, whose means are `pretraining_loss`."""
 
-    model_inputs = ENCODER_INPUTS + ("masked_lm_positions",)
+    model_inputs = INPUT_NAMES + ("masked_lm_positions",)
     loss_terms = {"mlm_loss": "mlm_weight", "nsp_loss": "examples"}
 
     def weights(self, features):

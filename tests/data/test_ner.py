@@ -255,7 +255,7 @@ def test_write_conll_round_trip(tmp_path):
 def test_people_daily_character_tags():
     paragraph = [("中共中央", "nt"), ("总书记", "n"), ("江", "nr"), ("泽民", "nr"), ("在", "p"),
                  ("北京", "ns"), ("海淀区", "ns"), ("。", "w"), ("好", "a"), ("！", "w")]
-    sentences = [people_daily._character_tags(s) for s in people_daily._sentences_of(paragraph)]
+    sentences = people_daily.tagged_sentences(paragraph)
     assert ["".join(s.words) for s in sentences] == ["中共中央总书记江泽民在北京海淀区。", "好！"]
     assert tag_schemes.entities([sentences[0].tags]) == [[
         ("ORG", 0, 3), ("PER", 7, 9), ("LOC", 11, 12), ("LOC", 13, 15)]]

@@ -178,12 +178,12 @@ def test_training_kernels_compute_what_the_inference_ops_compute(tiny_config, po
 
 
 def test_dropout_kernels_drop_at_the_rate_and_rescale():
-    from bert_tf.modeling.layers import _dropout_add_norm, _softmax_dropout
+    from bert_tf.modeling.layers import dropout_add_norm, softmax_dropout
 
     rng = np.random.default_rng(0)
     scores = tf.constant(rng.normal(size=(4, 2, 64, 64)), tf.float32)
     uniform = tf.constant(rng.random((4, 2, 64, 64)), tf.float32)
-    probs = _softmax_dropout(scores, tf.zeros([4, 1, 1, 64]), uniform, 0.25).numpy()
+    probs = softmax_dropout(scores, tf.zeros([4, 1, 1, 64]), uniform, 0.25).numpy()
     expected = tf.nn.softmax(scores).numpy() / 0.75 * (uniform.numpy() >= 0.25)
     np.testing.assert_allclose(probs, expected, rtol=1e-6, atol=1e-7)
     assert abs((probs == 0).mean() - 0.25) < 0.01
@@ -192,5 +192,5 @@ def test_dropout_kernels_drop_at_the_rate_and_rescale():
     gamma, beta = tf.constant(rng.normal(size=16), tf.float32), tf.constant(rng.normal(size=16), tf.float32)
     h = x.numpy() + y.numpy() / 0.9 * (u.numpy() >= 0.1)
     normed = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-12)
-    np.testing.assert_allclose(_dropout_add_norm(x, y, u, gamma, beta, 0.1, 1e-12),
+    np.testing.assert_allclose(dropout_add_norm(x, y, u, gamma, beta, 0.1, 1e-12),
                                normed * gamma.numpy() + beta.numpy(), rtol=1e-5, atol=1e-5)

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import checkpoints
-from bert_tf.configs import BertConfig
+from bert_tf.configs import INPUT_NAMES, BertConfig
 from bert_tf.modeling.heads import HEADS
 from bert_tf.modeling.pretrainer import BertPretrainer
 from bert_tf.modeling.task_models import BertClassifier, BertSpanLabeler
@@ -30,7 +30,7 @@ def _classification_features(config, n=64, seq=16, seed=0):
 def test_heads_ignore_padding(tiny_config, head):
     model = BertClassifier(tiny_config, num_classes=3, head=head, head_args={"last_n": 2})
     features = _classification_features(tiny_config, n=4)
-    inputs = {k: features[k] for k in tasks.ENCODER_INPUTS}
+    inputs = {k: features[k] for k in INPUT_NAMES}
     padded = {k: np.pad(v, ((0, 0), (0, 8))) for k, v in inputs.items()}
     padded["input_word_ids"][:, -8:] = 5
     np.testing.assert_allclose(model(inputs)["logits"], model(padded)["logits"], atol=1e-5)
@@ -52,7 +52,7 @@ def test_finetunes_classifier_and_keeps_the_best(tiny_config, tmp_path):
                                          best_metric="accuracy")
     results = finetuning.run_finetuning(
         lambda: BertClassifier(tiny_config, 2, head="conv_avg_max"), tasks.ClassificationTask(),
-        OptimizerConfig(learning_rate=3e-3, num_train_steps=0), config,
+        OptimizerConfig(learning_rate=3e-3, num_train_steps=0, num_warmup_steps=0), config,
         tf.distribute.OneDeviceStrategy("/cpu:0"), train, evaluate, task_info=info)
     assert results["eval/accuracy"] >= 0.9
     best = json.load(open(tmp_path / "run" / "best_eval_results.json"))
@@ -116,7 +116,7 @@ def test_predict_batches_by_length_and_returns_rows_in_order(tiny_config):
     out = finetuning.predict(model, features, 4, seq_outputs=("start_logits", "end_logits"))
     assert out["start_logits"].shape == (13, 48)
     for row in range(13):
-        one = {k: features[k][row:row + 1, :lengths[row]] for k in tasks.ENCODER_INPUTS}
+        one = {k: features[k][row:row + 1, :lengths[row]] for k in INPUT_NAMES}
         np.testing.assert_allclose(out["start_logits"][row, :lengths[row]],
                                    model(one)["start_logits"][0], atol=1e-5)
 

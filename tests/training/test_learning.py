@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data.pretraining_dataset import pretraining_dataset
+from bert_tf.data.pretraining.dataset import pretraining_dataset
 from bert_tf.training import pretraining_job
 from bert_tf.training.optimization import OptimizerConfig
 from tests.pretraining_helpers import make_corpus

