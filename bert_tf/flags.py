@@ -1,9 +1,10 @@
-"""absl flags shared by the drivers, their validators, and how drivers fail.
+"""absl flags shared by the drivers, and how drivers fail.
 
 Each driver calls the `define_*_flags` functions it needs (each defines a
 flag only once, so groups may overlap), turns the parsed flags into the
-library's options dataclass and calls one library function. Bad input ends
-the driver with one line on stderr naming the flag or file, and exit code 2.
+library's options dataclass and calls one library function; the checks live
+there, not here (a flag only parses). Bad input ends the driver with one line
+on stderr naming the flag or file, and exit code 2.
 """
 
 from __future__ import annotations

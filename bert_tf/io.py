@@ -1,4 +1,4 @@
-"""Small file helpers: the one atomic writer, and the one malformed-row error of the readers."""
+"""Small file helpers: the one atomic writer, a UTF-8 reader, and the one malformed-row error of the readers."""
 
 from __future__ import annotations
 
@@ -23,6 +23,24 @@ def write_text_atomically(path: str | os.PathLike, text: str) -> pathlib.Path:
         os.unlink(temp)
         raise
     return path
+
+
+def read_utf8(path: str | os.PathLike, what: str) -> str:
+    """The whole text of a UTF-8 file; errors name `what` the file is and its path.
+
+    Raises:
+      FileNotFoundError: no such file.
+      ValueError: bytes that are not UTF-8 (the offset of the first).
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{what} {path} does not exist")
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{what} {path} is not UTF-8 (bad byte at offset {e.start})") from None
 
 
 def write_json(path: str | os.PathLike, values: Any) -> pathlib.Path:

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from seqeval.metrics import f1_score, precision_score, recall_score
 
 from tests.conftest import own_stderr_lines
 from tests.finetuning_helpers import TESTDATA, run_driver, tiny_model_dir
@@ -28,10 +29,23 @@ def test_conll_train_eval_predict(pretrained, tmp_path, crf):
     assert {"precision", "recall", "f1", "per_type"} <= set(scores)
     task = json.load(open(out / "best" / "task.json"))
     assert task["crf"] == crf and task["labels"][0] == "O"
-    predictions = (out / "test_predictions.txt").read_text().split("\n\n")
-    gold = [b for b in (open(f"{TESTDATA}/ner_dev.txt").read().split("\n\n")) if b.strip()
-            and not b.startswith("-DOCSTART-")]
-    assert len([p for p in predictions if p.strip()]) == len(gold)
+    gold = _sentences(open(f"{TESTDATA}/ner_dev.txt").read())
+    predicted = _sentences((out / "test_predictions.txt").read_text())
+    assert [[w for w, _ in s] for s in predicted] == [[w for w, _ in s] for s in gold]
+    # The reported scores are seqeval's on the written predictions (dev and test are one file here).
+    gold_tags, predicted_tags = [[t for _, t in s] for s in gold], [[t for _, t in s] for s in predicted]
+    expected = {"precision": precision_score(gold_tags, predicted_tags), "recall": recall_score(gold_tags, predicted_tags),
+                "f1": f1_score(gold_tags, predicted_tags)}
+    for name in ("eval_results.json", "test_results.json"):
+        reported = json.load(open(out / name))
+        assert {k: reported[k] for k in expected} == pytest.approx(expected, abs=1e-12), name
+
+
+def _sentences(text: str) -> list[list[tuple[str, str]]]:
+    """CoNLL text as sentences of (word, last column), read here independently of bert_tf."""
+    blocks = [b.splitlines() for b in text.split("\n\n")]
+    return [[(line.split()[0], line.split()[-1]) for line in b] for b in blocks
+            if b and not b[0].startswith("-DOCSTART-")]
 
 
 def test_bad_tag_names_file_and_line(pretrained, tmp_path):

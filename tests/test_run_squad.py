@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from tests import squad_reference
 from tests.conftest import own_stderr_lines
 from tests.finetuning_helpers import TESTDATA, run_driver, tiny_model_dir
 
@@ -33,8 +34,16 @@ def test_train_and_predict(pretrained, tmp_path, version):
     assert sorted(predictions) == sorted(questions)
     contexts = " ".join(p["context"] for a in json.load(open(data))["data"] for p in a["paragraphs"])
     assert all(answer in contexts for answer in predictions.values())  # exact original substrings
+    # The reported scores are the official rules' on the written predictions.
+    gold = {qa["id"]: [a["text"] for a in qa["answers"]] for article in json.load(open(data))["data"]
+            for paragraph in article["paragraphs"] for qa in paragraph["qas"]}
     scores = json.load(open(out / "eval_results.json"))
-    assert 0 <= scores["f1"] <= 100 and (out / "nbest_predictions.json").exists()
+    if version == "v1.1":
+        expected = squad_reference.v1_metrics(gold, predictions)
+    else:
+        expected = squad_reference.v2_metrics(gold, predictions, json.load(open(out / "null_odds.json")))
+    assert {k: scores[k] for k in expected} == pytest.approx(expected, abs=1e-9)
+    assert (out / "nbest_predictions.json").exists()
     assert (out / "null_odds.json").exists() == (version == "v2.0")
     # What the export needs to window and decode as this evaluation did.
     task = json.load(open(out / "best" / "task.json"))

@@ -60,6 +60,8 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from bert_tf.io import read_utf8
+
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # WordpieceTokenizer's max_input_chars_per_word in the original.
 MAX_INPUT_CHARS_PER_WORD = 200
@@ -99,14 +101,7 @@ def load_vocab(vocab_file: str | os.PathLike) -> list[str]:
       ValueError: the file is empty, not UTF-8, or repeats a token.
     """
     path = os.fspath(vocab_file)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"vocab file {path} does not exist")
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        content = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"vocab file {path} is not UTF-8 (bad byte at offset {e.start})") from None
+    content = read_utf8(path, "vocab file")
     tokens = content.split("\n")
     if tokens[-1] == "":
         tokens.pop()

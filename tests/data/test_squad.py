@@ -4,7 +4,6 @@ import importlib
 import itertools
 import json
 import os
-import string
 import sys
 import tempfile
 import types
@@ -19,6 +18,7 @@ from bert_tf.data.squad import alignment, metrics as squad_metrics, reading
 from bert_tf.data.squad import predictions as squad_predictions
 from bert_tf.data.squad import features as squad_features
 from bert_tf.data.tokenization import BertTokenizer, normalize_text
+from tests import squad_reference
 
 TESTDATA = os.path.join(os.path.dirname(__file__), os.pardir, "testdata")
 V1 = os.path.join(TESTDATA, "squad_v1.1.json")
@@ -219,7 +219,7 @@ def test_lone_surrogate_escape_is_malformed(tmp_path):
 def test_non_utf8_and_broken_json_name_the_file(tmp_path):
     latin1 = tmp_path / "latin1.json"
     latin1.write_bytes(json.dumps(_load(V1), ensure_ascii=False).encode("latin-1", "replace"))
-    with pytest.raises(ValueError, match=r"latin1\.json: not UTF-8 \(bad byte at offset \d+\)"):
+    with pytest.raises(ValueError, match=r"latin1\.json is not UTF-8 \(bad byte at offset \d+\)"):
         reading.read_squad_examples(latin1, is_training=False)
     broken = tmp_path / "broken.json"
     broken.write_text('{"data": [\n{"title": "x",\n "paragraphs": [}', encoding="utf-8")
@@ -627,89 +627,7 @@ def test_writes_prediction_files_atomically(tmp_path, tokenizer):
     assert all((tmp_path / "out" / name).read_bytes().isascii() for name in os.listdir(tmp_path / "out"))
 
 
-# Metrics, against an independent restatement of the official scripts.
-
-def _ref_is_word_char(char):
-    # What Python's re counts as \w in a str pattern.
-    return char.isalnum() or char == "_"
-
-
-def _ref_normalize(text):
-    text = text.lower().translate({ord(c): None for c in string.punctuation})
-    pieces = []
-    for is_word, group in itertools.groupby(text, key=_ref_is_word_char):
-        run = "".join(group)
-        pieces.append(" " if is_word and run in ("a", "an", "the") else run)
-    return " ".join("".join(pieces).split())
-
-
-def _ref_f1(prediction_tokens, gold_tokens):
-    remaining = {}
-    for token in gold_tokens:
-        remaining[token] = remaining.get(token, 0) + 1
-    same = 0
-    for token in prediction_tokens:
-        if remaining.get(token, 0) > 0:
-            remaining[token] -= 1
-            same += 1
-    if same == 0:
-        return 0.0
-    precision, recall = same / len(prediction_tokens), same / len(gold_tokens)
-    return 2 * precision * recall / (precision + recall)
-
-
-def _ref_v1(gold, predictions):
-    em = f1 = 0.0
-    for qid in gold:
-        prediction = predictions.get(qid)
-        if prediction is None:
-            continue
-        p = _ref_normalize(prediction)
-        em += max(float(p == _ref_normalize(g)) for g in gold[qid])
-        f1 += max(_ref_f1(p.split(), _ref_normalize(g).split()) for g in gold[qid])
-    return {"exact_match": 100 * em / len(gold), "f1": 100 * f1 / len(gold)}
-
-
-def _ref_v2_scores(prediction, answers):
-    golds = [g for g in answers if _ref_normalize(g) != ""]
-    if not golds:
-        golds = [""]
-    p = _ref_normalize(prediction).split()
-    em = max(float(_ref_normalize(prediction) == _ref_normalize(g)) for g in golds)
-    f1 = 0.0
-    for g in golds:
-        t = _ref_normalize(g).split()
-        f1 = max(f1, float(p == t) if not p or not t else _ref_f1(p, t))
-    return em, f1
-
-
-def _ref_v2(gold, predictions, na_probs=None, thresh=1.0):
-    probs = na_probs or {}
-    raw = {qid: _ref_v2_scores(predictions[qid], gold[qid]) for qid in gold}
-    final = {}
-    for qid, (em, f1) in raw.items():
-        if probs.get(qid, 0.0) > thresh:
-            em = f1 = float(not gold[qid])
-        final[qid] = (em, f1)
-    result = {"exact": 100 * np.mean([v[0] for v in final.values()]),
-              "f1": 100 * np.mean([v[1] for v in final.values()]), "total": len(final)}
-    for name, has in (("HasAns", True), ("NoAns", False)):
-        part = [final[q] for q in gold if bool(gold[q]) == has]
-        if part:
-            result.update({f"{name}_exact": 100 * np.mean([v[0] for v in part]),
-                           f"{name}_f1": 100 * np.mean([v[1] for v in part]), f"{name}_total": len(part)})
-    if na_probs is not None:
-        # Brute force over thresholds: a question answers "no answer" when its
-        # score exceeds the threshold (the official sweep, for distinct scores).
-        for k, name in ((0, "exact"), (1, "f1")):
-            best = (sum(1.0 for q in gold if not gold[q]), 0.0)
-            for t in sorted(na_probs.values()):
-                score = sum(float(not gold[q]) if na_probs[q] > t else raw[q][k] for q in gold)
-                if score > best[0]:
-                    best = (score, t)
-            result[f"best_{name}"], result[f"best_{name}_thresh"] = 100 * best[0] / len(gold), best[1]
-    return result
-
+# Metrics, against an independent restatement of the official scripts (tests/squad_reference.py).
 
 # (prediction, gold answers): empty answers, unicode punctuation that
 # string.punctuation lacks, several golds, articles only, repeats.
@@ -738,14 +656,14 @@ CASES = [
 
 @pytest.mark.parametrize("prediction,golds", CASES)
 def test_answer_scores_agree_with_independent_reference(prediction, golds):
-    assert squad_metrics.normalize_answer(prediction) == _ref_normalize(prediction)
+    assert squad_metrics.normalize_answer(prediction) == squad_reference.normalize(prediction)
     v1_em = max(squad_metrics.exact_match_v1(prediction, g) for g in golds)
     v1_f1 = max(squad_metrics.f1_v1(prediction, g) for g in golds)
-    ref_em = max(float(_ref_normalize(prediction) == _ref_normalize(g)) for g in golds)
-    ref_f1 = max(_ref_f1(_ref_normalize(prediction).split(), _ref_normalize(g).split()) for g in golds)
+    ref_em = max(float(squad_reference.normalize(prediction) == squad_reference.normalize(g)) for g in golds)
+    ref_f1 = max(squad_reference.token_f1(squad_reference.normalize(prediction).split(), squad_reference.normalize(g).split()) for g in golds)
     assert (v1_em, v1_f1) == (ref_em, pytest.approx(ref_f1))
     v2 = squad_metrics.squad_v2_metrics({"q": golds}, {"q": prediction})
-    em, f1 = _ref_v2_scores(prediction, golds)
+    em, f1 = squad_reference.v2_scores(prediction, golds)
     assert (v2["exact"], v2["f1"]) == (100 * em, pytest.approx(100 * f1))
 
 
@@ -767,7 +685,7 @@ def test_dataset_metrics_agree_with_reference_v1():
     gold = {f"q{i}": golds for i, (_, golds) in enumerate(CASES)}
     predictions = {f"q{i}": prediction for i, (prediction, _) in enumerate(CASES) if i != 3}
     ours = squad_metrics.squad_v1_metrics(gold, predictions)
-    assert ours == pytest.approx(_ref_v1(gold, predictions))
+    assert ours == pytest.approx(squad_reference.v1_metrics(gold, predictions))
     # Exact matches counted by hand (q3 has no prediction and scores 0).
     exact = {"q0", "q1", "q6", "q7", "q9"}
     assert ours["exact_match"] == pytest.approx(100 * len(exact) / len(CASES))
@@ -782,12 +700,12 @@ def test_dataset_metrics_agree_with_reference_v2():
                    "no1": "", "no2": "twin towers", "no3": ""}
     na_probs = {"has1": -3.0, "has2": 0.5, "has3": 2.0, "has4": 1.2, "no1": 4.0, "no2": -1.0, "no3": 0.7}
     ours = squad_metrics.squad_v2_metrics(gold, predictions)
-    assert ours == pytest.approx(_ref_v2(gold, predictions))
+    assert ours == pytest.approx(squad_reference.v2_metrics(gold, predictions))
     assert (ours["HasAns_total"], ours["NoAns_total"], ours["total"]) == (4, 3, 7)
     assert ours["HasAns_exact"] == pytest.approx(25.0) and ours["NoAns_exact"] == pytest.approx(200 / 3)
     for thresh in (1.0, 0.6, -2.0):
         with_probs = squad_metrics.squad_v2_metrics(gold, predictions, na_probs, na_prob_thresh=thresh)
-        assert with_probs == pytest.approx(_ref_v2(gold, predictions, na_probs, thresh))
+        assert with_probs == pytest.approx(squad_reference.v2_metrics(gold, predictions, na_probs, thresh))
     assert set(with_probs) >= {"best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"}
     with pytest.raises(ValueError, match="1 of 7 questions have no prediction"):
         squad_metrics.squad_v2_metrics(gold, {k: v for k, v in predictions.items() if k != "no2"})

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from bert_tf.io import BadRow
+from bert_tf.io import BadRow, read_utf8
 
 # The original run_squad.py splits contexts on these only; other Unicode
 # spaces stay inside a word (the tokenizer still splits on them).
@@ -104,14 +104,7 @@ def _field(record: Any, name: str, kind: type, what: str) -> Any:
 
 
 def _load_json(input_file: str) -> Any:
-    if not os.path.isfile(input_file):
-        raise FileNotFoundError(f"SQuAD file {input_file} does not exist")
-    with open(input_file, "rb") as f:
-        data = f.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{input_file}: not UTF-8 (bad byte at offset {e.start})") from None
+    text = read_utf8(input_file, "SQuAD file")
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
