@@ -40,7 +40,7 @@ def _run() -> dict:
         text_pair_column=FLAGS.text_pair_column, label_column=FLAGS.label_column,
         regression=FLAGS.regression, demo=FLAGS.demo, demo_subsample=FLAGS.demo_subsample,
         skip_bad_rows=FLAGS.skip_bad_rows, length_filter=bert_flags.length_filter_options())
-    return classifier_job.run(data, head=FLAGS.head, **bert_flags.finetuning_job_arguments())
+    return classifier_job.run(data, *bert_flags.finetuning_options(), head=FLAGS.head)
 
 
 def main(argv: list[str]) -> None:

@@ -31,7 +31,7 @@ def _run() -> dict:
     data = ner_job.NerData(train_file=FLAGS.train_file, dev_file=FLAGS.dev_file, test_file=FLAGS.test_file,
                            demo=FLAGS.demo, demo_subsample=FLAGS.demo_subsample, scheme=FLAGS.tagging_scheme,
                            skip_bad_rows=FLAGS.skip_bad_rows, length_filter=bert_flags.length_filter_options())
-    return ner_job.run(data, use_crf=FLAGS.use_crf, **bert_flags.finetuning_job_arguments())
+    return ner_job.run(data, *bert_flags.finetuning_options(), use_crf=FLAGS.use_crf)
 
 
 def main(argv: list[str]) -> None:

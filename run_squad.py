@@ -37,7 +37,7 @@ def _run() -> dict:
         max_query_length=FLAGS.max_query_length, n_best_size=FLAGS.n_best_size,
         max_answer_length=FLAGS.max_answer_length, null_score_diff_threshold=FLAGS.null_score_diff_threshold,
         skip_bad_rows=FLAGS.skip_bad_rows)
-    return squad_job.run(squad_config, **bert_flags.finetuning_job_arguments())
+    return squad_job.run(squad_config, *bert_flags.finetuning_options())
 
 
 def main(argv: list[str]) -> None:

@@ -276,9 +276,6 @@ def define_finetuning_flags() -> None:
                                                            lower_bound=1))
     flags.DEFINE_boolean("skip_bad_rows", False, "Skip and count malformed rows instead of failing.")
     flags.mark_flag_as_required("output_dir")
-    flags.register_multi_flags_validator(
-        ["do_train", "do_eval", "do_predict"], lambda f: f["do_train"] or f["do_eval"] or f["do_predict"],
-        message="at least one of --do_train, --do_eval and --do_predict must be true")
 
 
 def define_length_filter_flags() -> None:
@@ -301,16 +298,6 @@ def length_filter_options():
                         drop_percent=FLAGS.length_filter_percent)
 
 
-def finetuning_job_arguments() -> dict:
-    """The shared fine-tuning flags as the keyword arguments every fine-tuning job's `run` takes."""
-    optimizer, config, strategy = finetuning_options()
-    return dict(init_checkpoint=FLAGS.init_checkpoint, output_dir=FLAGS.output_dir, do_train=FLAGS.do_train,
-                do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict, max_seq_length=FLAGS.max_seq_length,
-                do_lower_case=FLAGS.do_lower_case, vocab_file=FLAGS.vocab_file,
-                bert_config_file=FLAGS.bert_config_file, optimizer=optimizer, config=config,
-                strategy=strategy, allow_case_mismatch=FLAGS.allow_case_mismatch)
-
-
 def run_finetuning_driver(argv: Sequence[str], job: Callable[[], dict]) -> None:
     """A fine-tuning driver's main: no stray arguments, bad input as one line, the report as JSON."""
     import json
@@ -328,13 +315,13 @@ def run_finetuning_driver(argv: Sequence[str], job: Callable[[], dict]) -> None:
 
 
 def finetuning_options():
-    """The shared fine-tuning flags as (OptimizerConfig, FinetuningConfig, strategy).
+    """The shared fine-tuning flags as the arguments every fine-tuning job's `run` takes after its data.
 
-    Driver-side glue (this module is where flags are read): the library takes
+    Returns (JobOptions, OptimizerConfig, FinetuningConfig, strategy). Driver-side glue (this module is where flags are read): the library takes
     the dataclasses. The schedule's length comes from the epochs at run time.
     """
     from bert_tf.training import distribute
-    from bert_tf.training.finetuning import FinetuningConfig
+    from bert_tf.training.finetuning import FinetuningConfig, JobOptions
     from bert_tf.training.optimization import OptimizerConfig
 
     optimizer = OptimizerConfig(optimizer=FLAGS.optimizer, learning_rate=FLAGS.learning_rate,
@@ -350,4 +337,8 @@ def finetuning_options():
         seed=FLAGS.random_seed, mixed_precision=distribute.resolve_precision(FLAGS.mixed_precision),
         jit_compile=FLAGS.jit_compile, length_bucketing=FLAGS.length_bucketing,
         deterministic=FLAGS.deterministic, reinit_top_layers=FLAGS.reinit_top_layers)
-    return optimizer, config, distribute.get_strategy(FLAGS.distribution_strategy)
+    job = JobOptions(init_checkpoint=FLAGS.init_checkpoint, do_train=FLAGS.do_train, do_eval=FLAGS.do_eval,
+                     do_predict=FLAGS.do_predict, max_seq_length=FLAGS.max_seq_length,
+                     do_lower_case=FLAGS.do_lower_case, vocab_file=FLAGS.vocab_file,
+                     bert_config_file=FLAGS.bert_config_file, allow_case_mismatch=FLAGS.allow_case_mismatch)
+    return job, optimizer, config, distribute.get_strategy(FLAGS.distribution_strategy)

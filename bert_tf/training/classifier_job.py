@@ -112,23 +112,18 @@ def _evaluate(model, encoded, batch_size: int, splits: _Splits, regression: bool
     return metrics
 
 
-def run(data: ClassifierData, *, init_checkpoint: str | None, output_dir: str,
-        do_train: bool, do_eval: bool, do_predict: bool, max_seq_length: int,
-        do_lower_case: bool | None, vocab_file: str | None, bert_config_file: str | None,
-        head: str, optimizer: OptimizerConfig, config: FinetuningConfig,
-        strategy: tf.distribute.Strategy, allow_case_mismatch: bool = False) -> dict:
+def run(data: ClassifierData, job: finetuning.JobOptions, optimizer: OptimizerConfig,
+        config: FinetuningConfig, strategy: tf.distribute.Strategy, *, head: str = "pooled") -> dict:
     """Trains, evaluates and predicts as asked; returns the figures written to JSON.
 
     Raises:
-        checkpoints.CaseMismatchError: `do_lower_case` contradicts the casing
-            `init_checkpoint` records and `allow_case_mismatch` is false.
+        ValueError: bad data or settings (the message names the file or flag).
+        checkpoints.CaseMismatchError: see `finetuning.starting_point`.
         OSError: another live run holds the output directory (lock_output_dir).
     """
-    start = finetuning.starting_point(init_checkpoint, do_train=do_train, max_seq_length=max_seq_length,
-                                      do_lower_case=do_lower_case, vocab_file=vocab_file,
-                                      bert_config_file=bert_config_file, allow_case_mismatch=allow_case_mismatch)
-    model_config, tokenizer, vocab_file, trained = (start.model_config, start.tokenizer, start.vocab_file,
-                                                    start.trained)
+    start = finetuning.starting_point(job)
+    model_config, tokenizer, trained = start.model_config, start.tokenizer, start.trained
+    output_dir, max_seq_length = config.output_dir, job.max_seq_length
     if trained is None:
         label_list = None
         regression = data.regression or bool(data.task_name and glue.get_task(data.task_name).is_regression)
@@ -142,8 +137,9 @@ def run(data: ClassifierData, *, init_checkpoint: str | None, output_dir: str,
     report: dict = {}
     with lock_output_dir(output_dir, strategy):
 
-        dev_sets = {name: encode(read()) for name, read in splits.evals.items()} if (do_train or do_eval) else {}
-        if do_train:
+        dev_sets = ({name: encode(read()) for name, read in splits.evals.items()}
+                    if job.do_train or job.do_eval else {})
+        if job.do_train:
             if splits.train is None:
                 raise ValueError("--do_train needs a training split")
             train_examples = splits.train()
@@ -160,15 +156,15 @@ def run(data: ClassifierData, *, init_checkpoint: str | None, output_dir: str,
             report["train"] = finetuning.run_finetuning(
                 lambda: BertClassifier(model_config, len(label_list) if label_list else 1, head=head),
                 tasks.ClassificationTask(regression), optimizer,
-                dataclasses.replace(config, output_dir=output_dir, init_checkpoint=init_checkpoint,
+                dataclasses.replace(config, init_checkpoint=job.init_checkpoint,
                                     best_metric="score"),
-                strategy, train.features, evaluate, vocab_file, task_info)
+                strategy, train.features, evaluate, start.vocab_file, task_info)
             trained = checkpoints.load_task_model(os.path.join(output_dir, "best"))
-        if do_eval:
+        if job.do_eval:
             report["eval"] = {name: _evaluate(trained, encoded, config.eval_batch_size, splits, regression)
                               for name, encoded in dev_sets.items()}
             write_json(os.path.join(output_dir, "eval_results.json"), report["eval"])
-        if do_predict:
+        if job.do_predict:
             for name, read in splits.tests.items():
                 examples = read()
                 encoded = encode(examples)

@@ -49,6 +49,34 @@ class FinetuningConfig(loop.TrainingConfig):
 
 
 @dataclasses.dataclass(frozen=True)
+class JobOptions:
+    """What a fine-tuning job (classifier, NER, SQuAD) is asked to do, and the model it starts from.
+
+    Training starts from the pretrained model `init_checkpoint` names
+    (`bert_config_file` overrides its config); evaluating or predicting alone
+    loads the fine-tuned model directory it names. The vocab defaults to the
+    one beside the checkpoint and the casing to the model's. The job writes to
+    its FinetuningConfig's output_dir.
+    """
+
+    init_checkpoint: str | None
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    max_seq_length: int = 128
+    do_lower_case: bool | None = None
+    vocab_file: str | None = None
+    bert_config_file: str | None = None
+    allow_case_mismatch: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.init_checkpoint:
+            raise ValueError("--init_checkpoint is required: a model directory, TF1 checkpoint or HF directory")
+        if not (self.do_train or self.do_eval or self.do_predict):
+            raise ValueError("at least one of --do_train, --do_eval and --do_predict must be true")
+
+
+@dataclasses.dataclass(frozen=True)
 class StartingPoint:
     """What a fine-tuning job starts from (`starting_point`)."""
 
@@ -58,39 +86,31 @@ class StartingPoint:
     trained: keras.Model | None  # the fine-tuned model when the job only evaluates or predicts
 
 
-def starting_point(init_checkpoint: str | None, *, do_train: bool, max_seq_length: int,
-                   do_lower_case: bool | None, vocab_file: str | None, bert_config_file: str | None,
-                   allow_case_mismatch: bool) -> StartingPoint:
-    """The model config, vocab and tokenizer every fine-tuning job (classifier, NER, SQuAD) starts from.
-
-    Training starts from a pretrained model (`bert_config_file` overrides its
-    config); evaluating or predicting loads the fine-tuned model directory.
-    The vocab defaults to the one beside the checkpoint and the casing to the
-    model's; the returned config records the casing used.
+def starting_point(job: JobOptions) -> StartingPoint:
+    """The model config, vocab and tokenizer of a fine-tuning job (and its fine-tuned model, if it does not train).
 
     Raises:
-        ValueError: no checkpoint or vocab, or a sequence longer than the model's positions.
-        checkpoints.CaseMismatchError: `do_lower_case` contradicts the checkpoint's casing
-            and `allow_case_mismatch` is false.
+        ValueError: no vocab, or a sequence longer than the model's positions.
+        checkpoints.CaseMismatchError: `job.do_lower_case` contradicts the
+            checkpoint's casing and `job.allow_case_mismatch` is false.
     """
-    if not init_checkpoint:
-        raise ValueError("--init_checkpoint is required: a model directory, TF1 checkpoint or HF directory")
-    files = checkpoints.locate(init_checkpoint)
-    trained = None if do_train else checkpoints.load_task_model(init_checkpoint)
+    files = checkpoints.locate(job.init_checkpoint)
+    trained = None if job.do_train else checkpoints.load_task_model(job.init_checkpoint)
     if trained is not None:
         model_config = trained.config
-    elif bert_config_file:
-        model_config = BertConfig.from_json_file(bert_config_file)
+    elif job.bert_config_file:
+        model_config = BertConfig.from_json_file(job.bert_config_file)
     else:
         model_config = checkpoints.read_config(files)
-    vocab_file = vocab_file or files.vocab_file
+    vocab_file = job.vocab_file or files.vocab_file
     if not vocab_file:
-        raise ValueError(f"--vocab_file is required: {init_checkpoint} has no vocab.txt")
-    if max_seq_length > model_config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
-                         f"{model_config.max_position_embeddings} of {init_checkpoint}")
-    lower = checkpoints.resolve_lower_case(do_lower_case, init_checkpoint, default=model_config.do_lower_case,
-                                           allow_mismatch=allow_case_mismatch)
+        raise ValueError(f"--vocab_file is required: {job.init_checkpoint} has no vocab.txt")
+    if job.max_seq_length > model_config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={job.max_seq_length} exceeds max_position_embeddings="
+                         f"{model_config.max_position_embeddings} of {job.init_checkpoint}")
+    lower = checkpoints.resolve_lower_case(job.do_lower_case, job.init_checkpoint,
+                                           default=model_config.do_lower_case,
+                                           allow_mismatch=job.allow_case_mismatch)
     return StartingPoint(model_config.replace(do_lower_case=lower), BertTokenizer(vocab_file, lower_case=lower),
                          vocab_file, trained)
 

@@ -65,23 +65,18 @@ def evaluate(model: BertTagger, data: conll.ConllFile, features: dict, tags: lis
     return entity_scores([s.tags for s in data.sentences], predict_tags(model, features, tags, batch_size))
 
 
-def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train: bool,
-        do_eval: bool, do_predict: bool, max_seq_length: int, do_lower_case: bool | None,
-        vocab_file: str | None, bert_config_file: str | None, use_crf: bool,
-        optimizer: OptimizerConfig, config: FinetuningConfig, strategy: tf.distribute.Strategy,
-        allow_case_mismatch: bool = False) -> dict:
+def run(data: NerData, job: finetuning.JobOptions, optimizer: OptimizerConfig,
+        config: FinetuningConfig, strategy: tf.distribute.Strategy, *, use_crf: bool = True) -> dict:
     """Trains, evaluates and predicts as asked; returns the figures written to JSON.
 
     Raises:
-        checkpoints.CaseMismatchError: `do_lower_case` contradicts the casing
-            `init_checkpoint` records and `allow_case_mismatch` is false.
+        ValueError: bad data or settings (the message names the file or flag).
+        checkpoints.CaseMismatchError: see `finetuning.starting_point`.
         OSError: another live run holds the output directory (lock_output_dir).
     """
-    start = finetuning.starting_point(init_checkpoint, do_train=do_train, max_seq_length=max_seq_length,
-                                      do_lower_case=do_lower_case, vocab_file=vocab_file,
-                                      bert_config_file=bert_config_file, allow_case_mismatch=allow_case_mismatch)
-    model_config, tokenizer, vocab_file, trained = (start.model_config, start.tokenizer, start.vocab_file,
-                                                    start.trained)
+    start = finetuning.starting_point(job)
+    model_config, tokenizer, trained = start.model_config, start.tokenizer, start.trained
+    output_dir, max_seq_length = config.output_dir, job.max_seq_length
     tags = None
     if trained is not None:
         tags = trained.task_info["labels"]
@@ -93,7 +88,7 @@ def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train
         paths[name], scheme=data.scheme, tags=tags, skip_bad_rows=data.skip_bad_rows)
     report: dict = {}
     with lock_output_dir(output_dir, strategy):
-        if do_train:
+        if job.do_train:
             train = read("train")
             if data.demo_subsample:
                 train = dataclasses.replace(train, sentences=train.sentences[:data.demo_subsample])
@@ -119,11 +114,11 @@ def run(data: NerData, *, init_checkpoint: str | None, output_dir: str, do_train
             report["train"] = finetuning.run_finetuning(
                 lambda: build_task_model(model_config, task_info, crf_allowed),
                 tasks.TaggingTask(use_crf), optimizer,
-                dataclasses.replace(config, output_dir=output_dir, init_checkpoint=init_checkpoint,
+                dataclasses.replace(config, init_checkpoint=job.init_checkpoint,
                                     best_metric="f1"),
-                strategy, model_inputs, dev_scores if dev else None, vocab_file, task_info)
+                strategy, model_inputs, dev_scores if dev else None, start.vocab_file, task_info)
             trained = checkpoints.load_task_model(os.path.join(output_dir, "best"))
-        for name, wanted in (("dev", do_eval), ("test", do_predict)):
+        for name, wanted in (("dev", job.do_eval), ("test", job.do_predict)):
             if not (wanted and paths[name]):
                 continue
             split = read(name, tags)

@@ -66,34 +66,29 @@ def _predict(model, tokenizer, squad_config: SquadConfig, max_seq_length: int, b
     return {**scores, "skipped_questions": float(skipped)}
 
 
-def run(squad_config: SquadConfig, *, init_checkpoint: str | None, output_dir: str,
-        do_train: bool, do_predict: bool, max_seq_length: int, do_eval: bool = False, do_lower_case: bool | None,
-        vocab_file: str | None, bert_config_file: str | None, optimizer: OptimizerConfig,
-        config: FinetuningConfig, strategy: tf.distribute.Strategy,
-        allow_case_mismatch: bool = False) -> dict:
+def run(squad_config: SquadConfig, job: finetuning.JobOptions, optimizer: OptimizerConfig,
+        config: FinetuningConfig, strategy: tf.distribute.Strategy) -> dict:
     """Trains on train_file and/or predicts predict_file; returns the figures written to JSON.
 
     Predicting scores the predictions against the answers predict_file holds;
     `do_eval` asks for the same.
 
     Raises:
-        checkpoints.CaseMismatchError: `do_lower_case` contradicts the casing
-            `init_checkpoint` records and `allow_case_mismatch` is false.
+        ValueError: bad data or settings (the message names the file or flag).
+        checkpoints.CaseMismatchError: see `finetuning.starting_point`.
         OSError: another live run holds the output directory (lock_output_dir).
     """
-    start = finetuning.starting_point(init_checkpoint, do_train=do_train, max_seq_length=max_seq_length,
-                                      do_lower_case=do_lower_case, vocab_file=vocab_file,
-                                      bert_config_file=bert_config_file, allow_case_mismatch=allow_case_mismatch)
-    model_config, tokenizer, vocab_file, trained = (start.model_config, start.tokenizer, start.vocab_file,
-                                                    start.trained)
-    do_predict = do_predict or do_eval
-    if do_train and not squad_config.train_file:
+    start = finetuning.starting_point(job)
+    model_config, tokenizer, trained = start.model_config, start.tokenizer, start.trained
+    output_dir, max_seq_length = config.output_dir, job.max_seq_length
+    predict = job.do_predict or job.do_eval
+    if job.do_train and not squad_config.train_file:
         raise ValueError("--do_train needs --train_file")
-    if do_predict and not squad_config.predict_file:
+    if predict and not squad_config.predict_file:
         raise ValueError("--do_predict needs --predict_file")
     report: dict = {}
     with lock_output_dir(output_dir, strategy):
-        if do_train:
+        if job.do_train:
             examples, skipped, arrays, _ = _read(squad_config.train_file, True, tokenizer,
                                                  squad_config, max_seq_length)
             logging.info("%d questions (%d skipped) -> %d windows", len(examples), skipped,
@@ -112,11 +107,11 @@ def run(squad_config: SquadConfig, *, init_checkpoint: str | None, output_dir: s
                          "do_lower_case": tokenizer.lower_case}
             report["train"] = finetuning.run_finetuning(
                 lambda: BertSpanLabeler(model_config), tasks.SpanTask(), optimizer,
-                dataclasses.replace(config, output_dir=output_dir, init_checkpoint=init_checkpoint,
+                dataclasses.replace(config, init_checkpoint=job.init_checkpoint,
                                     best_metric="f1" if evaluate else None),
-                strategy, arrays, evaluate, vocab_file, task_info)
+                strategy, arrays, evaluate, start.vocab_file, task_info)
             trained = checkpoints.load_task_model(os.path.join(output_dir, "best"))
-        if do_predict:
+        if predict:
             report["eval"] = _predict(trained, tokenizer, squad_config, max_seq_length,
                                       config.eval_batch_size, output_dir)
             write_json(os.path.join(output_dir, "eval_results.json"), report["eval"])
