@@ -16,10 +16,16 @@ process and alternate round by round, so machine noise hits them alike.
 Prints the median of each, the ratio ours/keras-hub (a) at each library's
 default setting (bert_tf: `--mixed_precision=auto`, no XLA; keras-hub: float32,
 `jit_compile="auto"`, which Keras turns on only with a GPU) and (b) each at its
-fastest setting, and model FLOPs utilisation: model FLOPs per sequence
-(`metrics.pretraining_flops_per_sequence`) x sequences/second over a
-square-matmul peak measured in this run (the best of one measurement per round)
-at the same precision. One run on a shared machine: ratios, not guarantees.
+fastest setting, and two efficiency figures per setting:
+  - the floor ratio, the headline: step time over the time of the step's own
+    matmuls alone (`metrics.pretraining_gemms`: every GEMM of forward and
+    backward at the model's shapes, run back to back as one compiled function,
+    `metrics.measure_gemm_floor`) at the same precision; keras-hub's floor
+    leaves out the NSP head it does not have;
+  - model FLOPs utilisation: FLOPs per sequence x sequences/second over a
+    2048x2048 matmul peak at the same precision.
+The floors and peaks are measured in every round, between the steps, and the
+best round counts. One run on a shared machine: ratios, not guarantees.
 """
 
 from __future__ import annotations
@@ -154,33 +160,48 @@ def main(argv: list[str]) -> None:
         for _ in range(2):
             float(step())
     speed: dict = {key: [] for key in runs}
-    peaks: dict = {"float32": [], "mixed_bfloat16": []}
+    precisions = {"float32": tf.float32, "mixed_bfloat16": tf.bfloat16}
+    peaks: dict = {p: [] for p in precisions}
+    gemms = {lib: metrics.pretraining_gemms(config, FLAGS.batch, FLAGS.seq, FLAGS.predictions, nsp=lib == "bert_tf")
+             for lib in LIBRARIES}
+    floors: dict = {(lib, p): [] for lib in LIBRARIES for p in precisions}
     seconds = 0.2 if FLAGS.quick else 1.0
     for _ in range(FLAGS.rounds):
         for key, step in runs.items():
             speed[key].append(sequences_per_second(step, FLAGS.steps, FLAGS.batch))
-        # The matmul peak is measured in every round too; the best round is the peak.
-        peaks["float32"].append(metrics.measure_matmul_peak(tf.float32, seconds=seconds))
-        peaks["mixed_bfloat16"].append(metrics.measure_matmul_peak(tf.bfloat16, seconds=seconds))
+        # The peaks and floors are measured in every round too; the best round counts.
+        for precision, dtype in precisions.items():
+            peaks[precision].append(metrics.measure_matmul_peak(dtype, seconds=seconds))
+            for lib in LIBRARIES:
+                floors[(lib, precision)].append(metrics.measure_gemm_floor(gemms[lib], dtype, seconds=seconds))
     median = {key: statistics.median(v) for key, v in speed.items()}
+    spread = {key: (min(v), max(v)) for key, v in speed.items()}
     peak = {precision: max(values) for precision, values in peaks.items()}
+    floor = {key: min(values) for key, values in floors.items()}
     flops = metrics.pretraining_flops_per_sequence(config, FLAGS.seq, FLAGS.predictions)
 
     device = tf.config.list_logical_devices()[-1].device_type
     print(f"pretraining step: {FLAGS.preset}, batch {FLAGS.batch}, seq {FLAGS.seq}, "
           f"{FLAGS.predictions} predictions, {device}, {len(os.sched_getaffinity(0))} cores; "
           f"{flops / 1e9:.2f} GFLOP per sequence; matmul peak float32 {peak['float32'] / 1e9:.0f} "
-          f"GFLOP/s, bfloat16 {peak['mixed_bfloat16'] / 1e9:.0f} GFLOP/s")
+          f"GFLOP/s, bfloat16 {peak['mixed_bfloat16'] / 1e9:.0f} GFLOP/s; the step's matmuls alone take "
+          f"{1e3 * floor[('bert_tf', 'float32')]:.1f} ms in float32, "
+          f"{1e3 * floor[('bert_tf', 'mixed_bfloat16')]:.1f} ms in bfloat16")
     figures: dict = {"preset": FLAGS.preset, "seq": FLAGS.seq, "batch": FLAGS.batch,
                      "predictions": FLAGS.predictions, "gflop_per_sequence": flops / 1e9,
                      "peak_gflops_float32": peak["float32"] / 1e9,
-                     "peak_gflops_bfloat16": peak["mixed_bfloat16"] / 1e9}
+                     "peak_gflops_bfloat16": peak["mixed_bfloat16"] / 1e9,
+                     "floor_ms_float32": 1e3 * floor[("bert_tf", "float32")],
+                     "floor_ms_bfloat16": 1e3 * floor[("bert_tf", "mixed_bfloat16")]}
     for (lib, (precision, jit)), value in median.items():
         mfu = flops * value / peak[precision]
+        floor_ratio = FLAGS.batch / value / floor[(lib, precision)]
         name = f"{lib}_{precision}{'_xla' if jit else ''}"
         figures[f"{name}_seq_per_s"], figures[f"{name}_mfu"] = value, mfu
-        print(f"  {lib:9s} {precision:15s} xla={'on ' if jit else 'off'} {value:8.1f} seq/s  "
-              f"MFU {100 * mfu:5.1f}%")
+        figures[f"{name}_floor_ratio"] = floor_ratio
+        low, high = spread[(lib, (precision, jit))]
+        print(f"  {lib:9s} {precision:15s} xla={'on ' if jit else 'off'} {value:8.1f} seq/s "
+              f"(rounds {low:.1f}-{high:.1f})  step / matmul floor {floor_ratio:5.2f}  MFU {100 * mfu:5.1f}%")
 
     # Keras resolves jit_compile="auto" to XLA on when TensorFlow sees a GPU, off on a CPU.
     gpu = bool(tf.config.list_physical_devices("GPU"))
@@ -197,6 +218,11 @@ def main(argv: list[str]) -> None:
     precision, jit = best["bert_tf"]
     figures["mfu"] = figures[f"bert_tf_{precision}{'_xla' if jit else ''}_mfu"]
     print(f"bert_tf MFU at its best setting: {100 * figures['mfu']:.1f}% of the {precision} matmul peak")
+    for lib, prefix in (("bert_tf", ""), ("keras_hub", "keras_hub_")):
+        precision, jit = default[lib]
+        figures[f"{prefix}floor_ratio"] = figures[f"{lib}_{precision}{'_xla' if jit else ''}_floor_ratio"]
+    print(f"step time / its own matmul floor at the default settings: bert_tf {figures['floor_ratio']:.2f}, "
+          f"keras-hub {figures['keras_hub_floor_ratio']:.2f}")
     bench_util.write_json(FLAGS.output_json, "pretrain_throughput", figures)
 
 

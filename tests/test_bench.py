@@ -16,7 +16,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # script -> keys its JSON must hold (beyond the machine and version keys every file has).
 SCRIPTS = {
-    "pretrain_throughput": ["ratio_best_vs_keras_hub", "ratio_default_vs_keras_hub", "mfu",
+    "pretrain_throughput": ["ratio_best_vs_keras_hub", "ratio_default_vs_keras_hub", "mfu", "floor_ratio",
+                            "keras_hub_floor_ratio",
                             "bert_tf_float32_seq_per_s", "keras_hub_float32_seq_per_s"],
     "input_pipeline": ["ratio_tokenize_pack_vs_hugging_face", "ratio_pipeline_vs_consumption"],
     "serving_latency": ["ours_b1_p50_ms", "ours_b1_p99_ms", "ratio_b1_p50", "ratio_b1_p50_best",
@@ -24,6 +25,7 @@ SCRIPTS = {
     "finetune_padding": ["ratio_dynamic_vs_fixed", "dynamic_examples_per_s", "fixed_examples_per_s"],
     "activation_memory": ["ratio_memory_recompute_vs_keep", "ratio_speed_recompute_vs_keep",
                           "keep_peak_mib", "recompute_peak_mib"],
+    "demo_time_to_quality": ["wall_seconds", "eval_seconds_mean", "steps"],
 }
 
 
@@ -72,3 +74,27 @@ def test_gpu_check_imports_and_says_when_there_is_no_gpu():
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 1 and "gpu_check: TensorFlow sees no GPU" in result.stderr, result.stderr[-2000:]
 
+
+
+def test_time_to_quality_leaves_out_evaluation_time_and_adds_the_demos_own():
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    try:
+        import demo_time_to_quality as ttq
+    finally:
+        sys.path.pop(0)
+    start = 1000.0
+    records = [  # step, wall time at the end of its evaluation, figures, that evaluation's seconds
+        {"step": 250, "wall_time": start + 110, "nsp_accuracy": 0.55, "mlm_loss": 6.9, "unigram_entropy": 6.4,
+         "seconds": 10},
+        {"step": 500, "wall_time": start + 220, "nsp_accuracy": 0.62, "mlm_loss": 6.3, "unigram_entropy": 6.4,
+         "seconds": 10},
+        {"step": 750, "wall_time": start + 330, "nsp_accuracy": 0.71, "mlm_loss": 6.0, "unigram_entropy": 6.4,
+         "seconds": 10}]
+    figures = ttq.time_to_quality(records, start, demo_eval_every=500)
+    assert figures["seconds_to_mlm_below_unigram"] == 200 and figures["steps_to_mlm_below_unigram"] == 500
+    assert figures["demo_seconds_to_mlm_below_unigram"] == 210  # the demo evaluates once by step 500
+    assert figures["seconds_to_nsp70"] == 300 and figures["demo_seconds_to_nsp70"] == 310
+    assert figures["nsp70_text"] == "5.2 min (step 750)" and figures["reached_nsp70"] is True
+    never = ttq.time_to_quality(records[:1], start, demo_eval_every=500)
+    assert not never["reached_nsp70"] and "seconds_to_nsp70" not in never
+    assert never["nsp70_text"] == "not reached in 250 steps"

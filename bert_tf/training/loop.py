@@ -354,11 +354,13 @@ def train(build_model: Callable[[], keras.Model], task: tasks.Task, optimizer_co
                          metrics_lib.format_duration((total - step) / max(rate, 1e-9)))
             window, window_steps, window_start = {}, 0, time.perf_counter()
         if hooks.evaluate is not None and schedule.evaluates_at(step):
+            eval_start = time.perf_counter()
             metrics = hooks.evaluate(steps)
-            summaries.scalars("eval", metrics, step)
             if hooks.sample_text is not None:
                 for name, text in hooks.sample_text(model).items():
                     summaries.text(name, text, step)
+            # What the evaluation cost, beside its figures (bench/demo_time_to_quality.py leaves it out).
+            summaries.scalars("eval", {**metrics, "seconds": time.perf_counter() - eval_start}, step)
             logging.info("eval step %d: %s", step, " ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items())))
             if not hooks.keep_best:
                 results.update({f"eval/{k}": v for k, v in metrics.items()})

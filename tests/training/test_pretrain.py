@@ -77,7 +77,7 @@ def test_writes_checkpoints_summaries_and_model(tiny_config, tmp_path):
         values = [tf.make_ndarray(e.tensor_proto) for e in train.Tensors(tag)]
         assert len(values) == 4 and np.all(np.isfinite(values))
     eval_events = EventAccumulator(glob.glob(str(out / "eval" / "events*"))[0]).Reload()
-    assert {"loss", "unigram_entropy", "masked_predictions"} <= set(eval_events.Tags()["tensors"])
+    assert {"loss", "unigram_entropy", "masked_predictions", "seconds"} <= set(eval_events.Tags()["tensors"])
     assert results["train/learning_rate"] == pytest.approx(0.0, abs=1e-9)  # decayed to 0 at the end
     assert np.isfinite(results["eval/mlm_loss"])
 
