@@ -105,6 +105,7 @@ def main(argv: list[str]) -> None:
     output_dir = FLAGS.keep_output_dir or tempfile.mkdtemp(prefix="demo_ttq_")
     if os.path.exists(os.path.join(output_dir, "checkpoints")):
         raise SystemExit(f"demo_time_to_quality: {output_dir} holds a run already; give a new directory")
+    os.makedirs(output_dir, exist_ok=True)
     overrides = (QUICK if FLAGS.quick else []) + list(FLAGS.set)
     command = [sys.executable, "run_pretraining.py", f"--flagfile={DEMO_FLAGS}", f"--output_dir={output_dir}",
                f"--eval_every_steps={FLAGS.eval_every_steps}", *overrides]
