@@ -47,9 +47,9 @@ FLAGS = flags.FLAGS
 
 NSP_TARGET = 0.70
 # --quick: a tiny model for a few steps (the targets are not reached; the figures mean nothing).
-QUICK = ["--model_preset=tiny_chinese", "--vocab_size=300", "--dupe_factor=1", "--max_seq_length=32", "--max_predictions_per_seq=5",
-         "--train_batch_size=8", "--eval_batch_size=8", "--num_train_steps=4", "--num_warmup_steps=1",
-         "--max_eval_steps=2", "--save_checkpoints_steps=4", "--log_steps=2"]
+QUICK = ["--model_preset=tiny_chinese", "--vocab_size=300", "--dupe_factor=1", "--max_seq_length=32",
+         "--max_predictions_per_seq=5", "--train_batch_size=8", "--eval_batch_size=8", "--num_train_steps=4",
+         "--num_warmup_steps=1", "--max_eval_steps=2", "--save_checkpoints_steps=4", "--log_steps=2"]
 
 
 def flagfile_value(path: str, name: str) -> str | None:

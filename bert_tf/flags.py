@@ -317,8 +317,9 @@ def run_finetuning_driver(argv: Sequence[str], job: Callable[[], dict]) -> None:
 def finetuning_options():
     """The shared fine-tuning flags as the arguments every fine-tuning job's `run` takes after its data.
 
-    Returns (JobOptions, OptimizerConfig, FinetuningConfig, strategy). Driver-side glue (this module is where flags are read): the library takes
-    the dataclasses. The schedule's length comes from the epochs at run time.
+    Returns (JobOptions, OptimizerConfig, FinetuningConfig, strategy). Driver-side
+    glue (this module is where flags are read): the library takes the
+    dataclasses. The schedule's length comes from the epochs at run time.
     """
     from bert_tf.training import distribute
     from bert_tf.training.finetuning import FinetuningConfig, JobOptions
