@@ -42,6 +42,11 @@ ROWS = {
         ("pretraining step: bert_tf mixed_bfloat16 + XLA / float32",
          "{bert_tf_mixed_bfloat16_xla_vs_float32:.2f}x"),
     ],
+    "profile_step": [
+        ("pretraining step {preset} seq {seq} batch {batch}, {precision}, profiled: its three largest "
+         "groups of kernels, share of the step", "{group_1} {group_1_share:.0%}; {group_2} {group_2_share:.0%}; "
+         "{group_3} {group_3_share:.0%}"),
+    ],
     "demo_time_to_quality": [
         ("README pretraining demo to held-out NSP 70%, as the README command runs (from a new output dir)",
          "{nsp70_text}"),

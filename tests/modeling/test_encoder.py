@@ -178,19 +178,44 @@ def test_training_kernels_compute_what_the_inference_ops_compute(tiny_config, po
 
 
 def test_dropout_kernels_drop_at_the_rate_and_rescale():
-    from bert_tf.modeling.layers import dropout_add_norm, softmax_dropout
+    from bert_tf.modeling.layers import dropout_add_norm, drop_threshold, softmax_dropout
 
     rng = np.random.default_rng(0)
     scores = tf.constant(rng.normal(size=(4, 2, 64, 64)), tf.float32)
-    uniform = tf.constant(rng.random((4, 2, 64, 64)), tf.float32)
-    probs = softmax_dropout(scores, tf.zeros([4, 1, 1, 64]), uniform, 0.25).numpy()
-    expected = tf.nn.softmax(scores).numpy() / 0.75 * (uniform.numpy() >= 0.25)
+    bits = tf.constant(rng.integers(0, 2**16, (4, 2, 64, 64)), tf.uint16)
+    probs = softmax_dropout(scores, tf.zeros([4, 1, 1, 64]), bits, 0.25).numpy()
+    expected = tf.nn.softmax(scores).numpy() / 0.75 * (bits.numpy() >= 16384)
     np.testing.assert_allclose(probs, expected, rtol=1e-6, atol=1e-7)
-    assert abs((probs == 0).mean() - 0.25) < 0.01
+    assert drop_threshold(0.1) == 6554 and drop_threshold(1.0) == 65535
     x, y = (tf.constant(rng.normal(size=(8, 16)), tf.float32) for _ in range(2))
-    u = tf.constant(rng.random((8, 16)), tf.float32)
+    bits = tf.constant(rng.integers(0, 2**16, (8, 16)), tf.uint16)
     gamma, beta = tf.constant(rng.normal(size=16), tf.float32), tf.constant(rng.normal(size=16), tf.float32)
-    h = x.numpy() + y.numpy() / 0.9 * (u.numpy() >= 0.1)
+    h = x.numpy() + y.numpy() * (65536 / (65536 - 6554)) * (bits.numpy() >= 6554)
     normed = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-12)
-    np.testing.assert_allclose(dropout_add_norm(x, y, u, gamma, beta, 0.1, 1e-12),
+    np.testing.assert_allclose(dropout_add_norm(x, y, bits, gamma, beta, 0.1, 1e-12),
                                normed * gamma.numpy() + beta.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_dropout_bits_drop_at_the_rate_independently_and_keep_the_mean():
+    # Two 16-bit masks share each 32-bit Philox word. The drop rate must be the
+    # layer's (a bfloat16 uniform would drop 10.2% at rate 0.1), the mean kept
+    # (E[dropout(x)] = x), the masks of the two halves of a word independent,
+    # and the same seed must give the same mask (recomputation relies on it).
+    from bert_tf.modeling.layers import _drop, dropout_bits
+
+    n_rows, n_cols = 500, 2001  # odd: the last word is half used
+    x = tf.ones([n_rows, n_cols], tf.bfloat16)
+    bits = dropout_bits(x, tf.constant([3, 4]))
+    assert bits.dtype == tf.uint16 and bits.shape == x.shape
+    np.testing.assert_array_equal(bits, dropout_bits(x, tf.constant([3, 4])))
+    assert (bits.numpy() != dropout_bits(x, tf.constant([3, 5])).numpy()).mean() > 0.99
+    for rate in (0.1, 0.5):
+        kept = _drop(tf.cast(x, tf.float32), bits, rate).numpy()
+        dropped = (kept == 0).ravel()
+        n = dropped.size
+        sd = np.sqrt(rate * (1 - rate) / n)
+        assert abs(dropped.mean() - rate) < 5 * sd, (rate, dropped.mean())
+        assert abs(kept.mean() - 1.0) < 5 * sd / (1 - rate)
+        # Halves of one word are neighbours in the flat order: their masks must not correlate.
+        first, second = dropped[0:n - 1:2], dropped[1:n:2]
+        assert abs(np.corrcoef(first, second)[0, 1]) < 5 / np.sqrt(n / 2)
