@@ -15,7 +15,8 @@ Reports `seconds_to_nsp70` and `seconds_to_mlm_below_unigram` (left out when not
 `reached_*` says), the steps of each, `demo_seconds_to_*` (the same plus the evaluations the
 flagfile's own schedule would have run by then, at this run's mean evaluation time: what the
 README command takes), `*_text` (the same in words, for the README table), the last held-out
-figures and the whole run's wall time.
+figures, NSP accuracy at every evaluation (`nsp_curve_text`), and the whole run's wall time
+as measured (`wall_seconds`) and as the README command takes it (`demo_wall_seconds`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ flags.DEFINE_string("keep_output_dir", None, "Run into this directory and keep i
 FLAGS = flags.FLAGS
 
 NSP_TARGET = 0.70
+# The recipe's settings recorded with the figures (recipe_<name> in the JSON).
+RECIPE = ("max_seq_length", "train_batch_size", "learning_rate", "num_warmup_steps", "num_train_steps")
 # --quick: a tiny model for a few steps (the targets are not reached; the figures mean nothing).
 QUICK = ["--model_preset=tiny_chinese", "--vocab_size=300", "--dupe_factor=1", "--max_seq_length=32",
          "--max_predictions_per_seq=5", "--train_batch_size=8", "--eval_batch_size=8", "--num_train_steps=4",
@@ -59,6 +62,15 @@ def flagfile_value(path: str, name: str) -> str | None:
         for line in f:
             if line.startswith(f"--{name}="):
                 value = line.strip().split("=", 1)[1]
+    return value
+
+
+def setting(name: str, overrides: list[str]) -> str:
+    """The value the run gives --name: the last override, else the flagfile's ("" for neither)."""
+    value = flagfile_value(os.path.join(REPO, DEMO_FLAGS), name) or ""
+    for override in overrides:
+        if override.startswith(f"--{name}="):
+            value = override.split("=", 1)[1]
     return value
 
 
@@ -97,6 +109,7 @@ def time_to_quality(records: list[dict[str, float]], start: float, demo_eval_eve
             f"{figures[f'demo_seconds_to_{name}'] / 60:.1f} min (step {figures[f'steps_to_{name}']})"
             if figures[f"reached_{name}"] else f"not reached in {records[-1]['step']} steps")
     figures["eval_seconds_mean"] = mean_eval
+    figures["nsp_curve_text"] = ", ".join(f"{100 * r['nsp_accuracy']:.0f}% at {r['step']}" for r in records)
     return figures
 
 
@@ -119,11 +132,15 @@ def main(argv: list[str]) -> None:
         raise SystemExit(f"demo_time_to_quality: the demo failed (exit {result.returncode}); see {log_path}")
     records = eval_records(output_dir)
     demo_every = int(flagfile_value(os.path.join(REPO, DEMO_FLAGS), "eval_every_steps") or 0)
+    recipe = {name: setting(name, overrides) for name in RECIPE}
     figures = {"overrides": " ".join(overrides), "eval_every_steps": FLAGS.eval_every_steps,
+               **{f"recipe_{name}": value for name, value in recipe.items()},
                "wall_seconds": wall, **time_to_quality(records, start, demo_every)}
     last = records[-1]
     figures.update(steps=last["step"], last_nsp_accuracy=last["nsp_accuracy"], last_mlm_loss=last["mlm_loss"],
-                   unigram_entropy=last["unigram_entropy"])
+                   unigram_entropy=last["unigram_entropy"],
+                   demo_wall_seconds=wall - sum(r["seconds"] for r in records)
+                   + (last["step"] // demo_every if demo_every else 0) * figures["eval_seconds_mean"])
     for record in records:
         print(f"step {record['step']:5d}: NSP {100 * record['nsp_accuracy']:5.1f}%  MLM {record['mlm_loss']:.3f} "
               f"(unigram {record['unigram_entropy']:.3f})  eval {record['seconds']:.1f} s")
@@ -131,7 +148,8 @@ def main(argv: list[str]) -> None:
         print(f"{name}: {figures[f'{name}_text']} as the README command runs"
               + (f", {figures[f'seconds_to_{name}'] / 60:.1f} min without evaluations"
                  if figures[f"reached_{name}"] else ""))
-    print(f"whole run {wall / 60:.1f} min, {last['step']} steps")
+    print(f"whole run {wall / 60:.1f} min, {figures['demo_wall_seconds'] / 60:.1f} min as the README command "
+          f"runs, {last['step']} steps")
     bench_util.write_json(FLAGS.output_json, "demo_time_to_quality", figures)
     if not FLAGS.keep_output_dir:
         shutil.rmtree(output_dir, ignore_errors=True)

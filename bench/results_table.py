@@ -25,6 +25,19 @@ flags.DEFINE_bool("print_only", False, "Print the table instead of updating the 
 FLAGS = flags.FLAGS
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+# The README's pretraining-demo row, from bench/results/demo_time_to_quality.json.
+DEMO_START, DEMO_END = "<!-- pretraining-demo:start -->", "<!-- pretraining-demo:end -->"
+DEMO_ROW = (
+    "| demo | command | result | measured on |\n|---|---|---|---|\n"
+    "| pretraining, People's Daily (an article a document), BERT-Mini from scratch, {steps:,} steps at length "
+    "{recipe_max_seq_length}, batch {recipe_train_batch_size}, learning rate {recipe_learning_rate} with "
+    "{recipe_num_warmup_steps} warmup steps, AdamW without bias correction (the original's), `--balanced_nsp` "
+    "| `python run_pretraining.py --flagfile=flags/pretrain_demo.flags` | held-out MLM loss {last_mlm_loss:.2f} "
+    "against the unigram entropy of the masked tokens {unigram_entropy:.2f}, below it after "
+    "{mlm_below_unigram_text}; held-out NSP accuracy {last_nsp_accuracy:.1%} (balanced pairs), 70% after "
+    "{nsp70_text}; NSP by step: {nsp_curve_text}; the whole run (vocab, records, training, the flagfile's "
+    "evaluations) {demo_wall_minutes:.1f} min | {machine_cpu}, {machine_cpu_count} cores, nothing else "
+    "running; {date}{quick_text} |\n")
 
 # script -> [(what, template)]; templates format the script's JSON record.
 ROWS = {
@@ -52,7 +65,7 @@ ROWS = {
          "{nsp70_text}"),
         ("README pretraining demo to held-out MLM loss below the masked tokens' unigram entropy",
          "{mlm_below_unigram_text}"),
-        ("README pretraining demo: the whole run", "{wall_seconds:.0f} s, {steps} steps"),
+        ("README pretraining demo: the whole run as the README command runs", "{demo_wall_seconds:.0f} s, {steps} steps"),
     ],
     "input_pipeline": [
         ("tokenize + pack: bert_tf tf.data / Hugging Face BertTokenizerFast",
@@ -115,6 +128,12 @@ def table(records: list[dict]) -> str:
     return "\n".join(lines + [""] + notes)
 
 
+def demo_row(record: dict) -> str:
+    """The README's pretraining-demo table from a demo_time_to_quality record."""
+    return DEMO_ROW.format(**record, demo_wall_minutes=record["demo_wall_seconds"] / 60,
+                           quick_text=" (--quick: not meaningful)" if record.get("quick") else "")
+
+
 def main(argv: list[str]) -> None:
     del argv
     records = []
@@ -129,6 +148,10 @@ def main(argv: list[str]) -> None:
         return
     bench_util.write_between_markers(FLAGS.readme, START, END, f"{text}\n")
     print(f"{FLAGS.readme}: table of {len(records)} benchmark file(s)")
+    demo = [r for r in records if r["script"] == "demo_time_to_quality"]
+    if demo:
+        bench_util.write_between_markers(FLAGS.readme, DEMO_START, DEMO_END, demo_row(demo[0]))
+        print(f"{FLAGS.readme}: pretraining demo row")
 
 
 if __name__ == "__main__":

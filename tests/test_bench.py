@@ -58,13 +58,15 @@ def test_quick_run_writes_its_figures(quick_results, name):
 def test_results_table_renders_every_file_into_the_readme(quick_results, tmp_path):
     out, _ = quick_results
     readme = tmp_path / "README.md"
-    readme.write_text("# x\n\nbefore\n<!-- bench:start -->\nold\n<!-- bench:end -->\nafter\n", encoding="utf-8")
+    readme.write_text("# x\n\nbefore\n<!-- bench:start -->\nold\n<!-- bench:end -->\nafter\n"
+                      "<!-- pretraining-demo:start -->\nold row\n<!-- pretraining-demo:end -->\n", encoding="utf-8")
     subprocess.run([sys.executable, os.path.join(REPO, "bench", "results_table.py"),
                     f"--results_dir={out}", f"--readme={readme}"], check=True, capture_output=True)
     text = readme.read_text(encoding="utf-8")
     assert text.startswith("# x\n\nbefore\n<!-- bench:start -->\n| figure |") and text.endswith(
-        "<!-- bench:end -->\nafter\n")
-    assert "old" not in text
+        "<!-- pretraining-demo:end -->\n")
+    assert "old" not in text and "<!-- bench:end -->\nafter\n<!-- pretraining-demo:start -->\n| demo |" in text
+    assert "`python run_pretraining.py --flagfile=flags/pretrain_demo.flags` | held-out MLM loss" in text
     for name in SCRIPTS:
         assert f"| {name} |" in text and f"- {name}: " in text and "(--quick: not meaningful)" in text
 
@@ -96,6 +98,7 @@ def test_time_to_quality_leaves_out_evaluation_time_and_adds_the_demos_own():
     assert figures["demo_seconds_to_mlm_below_unigram"] == 210  # the demo evaluates once by step 500
     assert figures["seconds_to_nsp70"] == 300 and figures["demo_seconds_to_nsp70"] == 310
     assert figures["nsp70_text"] == "5.2 min (step 750)" and figures["reached_nsp70"] is True
+    assert figures["nsp_curve_text"] == "55% at 250, 62% at 500, 71% at 750"
     never = ttq.time_to_quality(records[:1], start, demo_eval_every=500)
     assert not never["reached_nsp70"] and "seconds_to_nsp70" not in never
     assert never["nsp70_text"] == "not reached in 250 steps"
