@@ -315,7 +315,7 @@ def drop_threshold(rate: float) -> int:
     return min(round(rate * 65536), 65535)
 
 
-def _drop(x: tf.Tensor, bits: tf.Tensor | None, rate: float) -> tf.Tensor:
+def dropout_from_bits(x: tf.Tensor, bits: tf.Tensor | None, rate: float) -> tf.Tensor:
     """Inverted dropout: x / P(keep) where bits >= drop_threshold(rate), else 0 (as tf.nn.dropout)."""
     if bits is None:
         return x
@@ -329,14 +329,14 @@ def softmax_dropout(scores: tf.Tensor, bias: tf.Tensor, bits: tf.Tensor | None,
                      rate: float) -> tf.Tensor:
     """dropout(softmax(scores + bias)), computed in float32, returned in scores' dtype."""
     probs = tf.nn.softmax(tf.cast(scores, tf.float32) + bias, axis=-1)
-    return tf.cast(_drop(probs, bits, rate), scores.dtype)
+    return tf.cast(dropout_from_bits(probs, bits, rate), scores.dtype)
 
 
 @tf.function(jit_compile=True)
 def dropout_add_norm(x: tf.Tensor, y: tf.Tensor, bits: tf.Tensor | None, gamma: tf.Tensor,
                       beta: tf.Tensor, rate: float, epsilon: float) -> tf.Tensor:
     """LayerNorm(x + dropout(y)) over the last axis, in float32, returned in x's dtype."""
-    h = tf.cast(x, tf.float32) + _drop(tf.cast(y, tf.float32), bits, rate)
+    h = tf.cast(x, tf.float32) + dropout_from_bits(tf.cast(y, tf.float32), bits, rate)
     centered = h - tf.reduce_mean(h, axis=-1, keepdims=True)
     variance = tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
     return tf.cast(centered * tf.math.rsqrt(variance + epsilon) * gamma + beta, x.dtype)

@@ -201,7 +201,7 @@ def test_dropout_bits_drop_at_the_rate_independently_and_keep_the_mean():
     # layer's (a bfloat16 uniform would drop 10.2% at rate 0.1), the mean kept
     # (E[dropout(x)] = x), the masks of the two halves of a word independent,
     # and the same seed must give the same mask (recomputation relies on it).
-    from bert_tf.modeling.layers import _drop, dropout_bits
+    from bert_tf.modeling.layers import dropout_bits, dropout_from_bits
 
     n_rows, n_cols = 500, 2001  # odd: the last word is half used
     x = tf.ones([n_rows, n_cols], tf.bfloat16)
@@ -210,7 +210,7 @@ def test_dropout_bits_drop_at_the_rate_independently_and_keep_the_mean():
     np.testing.assert_array_equal(bits, dropout_bits(x, tf.constant([3, 4])))
     assert (bits.numpy() != dropout_bits(x, tf.constant([3, 5])).numpy()).mean() > 0.99
     for rate in (0.1, 0.5):
-        kept = _drop(tf.cast(x, tf.float32), bits, rate).numpy()
+        kept = dropout_from_bits(tf.cast(x, tf.float32), bits, rate).numpy()
         dropped = (kept == 0).ravel()
         n = dropped.size
         sd = np.sqrt(rate * (1 - rate) / n)
