@@ -131,7 +131,7 @@ def main(argv: list[str]) -> None:
     if result.returncode:
         raise SystemExit(f"demo_time_to_quality: the demo failed (exit {result.returncode}); see {log_path}")
     records = eval_records(output_dir)
-    demo_every = int(flagfile_value(os.path.join(REPO, DEMO_FLAGS), "eval_every_steps") or 0)
+    demo_every = int(setting("eval_every_steps", []) or 0)  # the flagfile's own schedule
     recipe = {name: setting(name, overrides) for name in RECIPE}
     figures = {"overrides": " ".join(overrides), "eval_every_steps": FLAGS.eval_every_steps,
                **{f"recipe_{name}": value for name, value in recipe.items()},
