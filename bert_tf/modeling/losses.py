@@ -11,8 +11,18 @@ import tensorflow as tf
 
 
 def argmax_hits(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-    """float32 1.0 where the highest logit is the label's, else 0.0 (accuracy before averaging)."""
-    return tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)
+    """float32 1.0 where the highest logit is the label's, else 0.0 (accuracy before averaging).
+
+    Equal to `argmax(logits, -1) == labels`, ties going to the lowest index as
+    argmax's, but written as a max and a min: XLA on a CPU turns argmax into a
+    reduction over (value, index) pairs that took 13 ms of the masked-LM loss
+    over `[32, 20, 30522]` logits, where these two plain reductions take half
+    as long (and the max is the softmax's own).
+    """
+    highest = tf.reduce_max(logits, -1, keepdims=True)
+    index = tf.range(tf.shape(logits)[-1], dtype=tf.int32)
+    first = tf.reduce_min(tf.where(logits == highest, index, tf.int32.max), -1)
+    return tf.cast(tf.equal(first, tf.cast(labels, tf.int32)), tf.float32)
 
 
 @tf.function(jit_compile=True)

@@ -196,6 +196,34 @@ def test_dropout_kernels_drop_at_the_rate_and_rescale():
                                normed * gamma.numpy() + beta.numpy(), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype, atol", [(tf.float32, 1e-4), (tf.bfloat16, 0.05)])
+def test_dropout_add_norm_written_out_gradient_matches_autodiff(dtype, atol):
+    from bert_tf.modeling.layers import dropout_add_norm, dropout_from_bits
+
+    rng = np.random.default_rng(1)
+    x, y, dz = (tf.constant(rng.normal(size=(3, 40, 32)), dtype) for _ in range(3))
+    bits = tf.constant(rng.integers(0, 2**16, (3, 40, 32)), tf.uint16)
+    gamma, beta = (tf.constant(rng.normal(size=32), tf.float32) for _ in range(2))
+
+    def autodiff(x, y, gamma, beta):
+        h = tf.cast(x, tf.float32) + dropout_from_bits(tf.cast(y, tf.float32), bits, 0.1)
+        mean, variance = tf.nn.moments(h, axes=[-1], keepdims=True)
+        return tf.cast((h - mean) * tf.math.rsqrt(variance + 1e-12) * gamma + beta, dtype)
+
+    grads = []
+    for fn in (lambda *a: dropout_add_norm(*a[:2], bits, *a[2:], 0.1, 1e-12), autodiff):
+        with tf.GradientTape() as tape:
+            inputs = [x, y, gamma, beta]
+            tape.watch(inputs)
+            out = fn(*inputs)
+        grads.append(tape.gradient(out, inputs, output_gradients=dz))
+    for name, ours, reference in zip(("x", "y", "gamma", "beta"), *grads):
+        assert ours.dtype == reference.dtype, name
+        scale = np.abs(tf.cast(reference, tf.float32)).max()
+        np.testing.assert_allclose(tf.cast(ours, tf.float32), tf.cast(reference, tf.float32),
+                                   atol=atol * scale, err_msg=name)
+
+
 def test_dropout_bits_drop_at_the_rate_independently_and_keep_the_mean():
     # Two 16-bit masks share each 32-bit Philox word. The drop rate must be the
     # layer's (a bfloat16 uniform would drop 10.2% at rate 0.1), the mean kept

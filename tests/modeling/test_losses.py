@@ -22,6 +22,20 @@ def test_masked_lm_loss_is_weighted_mean():
     assert float(hits) == ((logits.argmax(-1) == labels) * weights).sum()
 
 
+def test_argmax_hits_is_argmax_with_its_ties_inside_and_outside_xla():
+    # Integer logits in a narrow range tie often: the lowest tied index must win, as in argmax.
+    rng = np.random.default_rng(3)
+    logits = rng.integers(-2, 3, (64, 6, 9)).astype(np.float32)
+    labels = rng.integers(0, 9, (64, 6))
+    expected = (logits.argmax(-1) == labels).astype(np.float32)
+    assert 0 < expected.mean() < 1 and ((logits == logits.max(-1, keepdims=True)).sum(-1) > 1).mean() > 0.3
+    np.testing.assert_array_equal(losses.argmax_hits(logits, labels), expected)
+    compiled = tf.function(losses.argmax_hits, jit_compile=True)
+    np.testing.assert_array_equal(compiled(tf.constant(logits, tf.bfloat16), labels), expected)
+    _, hits = losses.masked_lm_sums(labels, logits, np.ones(labels.shape, np.float32))
+    assert float(hits) == expected.sum()
+
+
 def test_masked_lm_loss_is_zero_without_predictions():
     logits = np.ones((2, 3, 7), np.float32)
     loss = losses.masked_lm_loss(np.zeros((2, 3)), logits, np.zeros((2, 3)))
