@@ -196,6 +196,27 @@ def test_dropout_kernels_drop_at_the_rate_and_rescale():
                                normed * gamma.numpy() + beta.numpy(), rtol=1e-5, atol=1e-5)
 
 
+def test_bit_dropout_keeps_rate_and_mean_in_bfloat16():
+    # Keras' own Dropout draws bfloat16 uniforms here and drops 10.15% at rate 0.1.
+    from bert_tf.modeling.layers import BitDropout
+
+    # (and multiplying by 1/0.9 rounded to bfloat16 would shrink every kept unit by 0.16%).
+    layer = BitDropout(0.1, dtype="mixed_bfloat16")
+    x = tf.cast(tf.random.stateless_uniform([1000, 1001], [5, 6], 1.0, 2.0), tf.bfloat16)
+    assert layer(x, training=False) is x
+    y = layer(x, training=True)
+    assert y.dtype == tf.bfloat16
+    dropped = (y.numpy() == 0).mean()
+    sd = np.sqrt(0.1 * 0.9 / x.shape.num_elements())
+    assert abs(dropped - 0.1) < 5 * sd
+    kept = y.numpy() != 0
+    exact = tf.cast(tf.cast(x, tf.float32) * (65536 / (65536 - 6554)), tf.bfloat16).numpy()
+    np.testing.assert_array_equal(y.numpy()[kept], exact[kept])  # kept units: x / P(keep), rounded once
+    assert (layer(x, training=True).numpy() != y.numpy()).mean() > 0.1  # a new mask every call
+    with pytest.raises(ValueError, match="noise_shape"):
+        BitDropout(0.1, noise_shape=(1, None))
+
+
 @pytest.mark.parametrize("dtype, atol", [(tf.float32, 1e-4), (tf.bfloat16, 0.05)])
 def test_dropout_add_norm_written_out_gradient_matches_autodiff(dtype, atol):
     from bert_tf.modeling.layers import dropout_add_norm, dropout_from_bits
