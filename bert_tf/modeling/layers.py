@@ -260,7 +260,7 @@ class TransformerBlock(_ConfigLayer):
         # Scale q rather than the [B, N, S, T] scores: fewer multiplications.
         q = q * tf.cast(1.0 / math.sqrt(self.config.head_size), q.dtype)
         # Heads laid out [B, N, S, D], then batched matmuls (the original's layout):
-        # on a CPU the attention's forward and backward ran 1.1x faster so than as
+        # on a CPU the attention's forward and backward ran 1.1x faster than with
         # einsums over [B, S, N, D] (28.4 against 31.9 ms, BERT-Mini, batch 32).
         scores = tf.matmul(q, k, transpose_b=True)  # [B, N, S, T]
         # Softmax in float32; the additive -10000 drives padded keys' weights to
