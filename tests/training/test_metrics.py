@@ -16,13 +16,9 @@ def _graph_matmuls(graph) -> list[int]:
     """FLOPs of each MatMul, BatchMatMul and Einsum of a traced graph."""
     flops = []
     for op in graph.get_operations():
-        if op.type == "MatMul":
+        if op.type in ("MatMul", "BatchMatMulV2", "BatchMatMulV3"):
             a = op.inputs[0].shape
-            k = a[0] if op.get_attr("transpose_a") else a[1]
-            flops.append(2 * int(np.prod(op.outputs[0].shape)) * k)
-        elif op.type in ("BatchMatMulV2", "BatchMatMulV3"):
-            a = op.inputs[0].shape
-            k = a[-2] if op.get_attr("adj_x") else a[-1]
+            k = a[-2] if op.get_attr("transpose_a" if op.type == "MatMul" else "adj_x") else a[-1]
             flops.append(2 * int(np.prod(op.outputs[0].shape)) * k)
         elif op.type == "Einsum":
             inputs, _ = op.get_attr("equation").decode().split("->")
