@@ -298,7 +298,7 @@ class BitDropout(keras.layers.Dropout):
 
     Keras draws a uniform number in the input's dtype for every unit; in
     bfloat16 that number has 7 bits of mantissa and rate 0.1 dropped 10.15% of
-    units while rescaling by 1/0.9 (the mean came out 0.997x). Sixteen random
+    units while rescaling by 1/0.9 (the mean came out 0.996x). Sixteen random
     bits per unit give the rate to within 2^-16, rescale by the exact keep
     probability, and take half the random-number generator's work.
     `noise_shape` is not supported.

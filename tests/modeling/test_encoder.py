@@ -196,11 +196,11 @@ def test_dropout_kernels_drop_at_the_rate_and_rescale():
                                normed * gamma.numpy() + beta.numpy(), rtol=1e-5, atol=1e-5)
 
 
-def test_bit_dropout_keeps_rate_and_mean_in_bfloat16():
-    # Keras' own Dropout draws bfloat16 uniforms here and drops 10.15% at rate 0.1.
+def test_bit_dropout_keeps_the_rate_and_rescales_exactly_in_bfloat16():
+    # Keras' own Dropout draws bfloat16 uniforms here and drops 10.15% at rate 0.1, and
+    # multiplying by 1/0.9 rounded to bfloat16 would shrink every kept unit by 0.16%.
     from bert_tf.modeling.layers import BitDropout
 
-    # (and multiplying by 1/0.9 rounded to bfloat16 would shrink every kept unit by 0.16%).
     layer = BitDropout(0.1, dtype="mixed_bfloat16")
     x = tf.cast(tf.random.stateless_uniform([1000, 1001], [5, 6], 1.0, 2.0), tf.bfloat16)
     assert layer(x, training=False) is x
