@@ -36,6 +36,49 @@ def test_argmax_hits_is_argmax_with_its_ties_inside_and_outside_xla():
     assert float(hits) == expected.sum()
 
 
+def test_masked_lm_sums_gradient_is_autodiffs_of_the_textbook_loss():
+    """The written-out gradient, (softmax - one_hot) * weight, against autodiff of
+    sparse_softmax_cross_entropy_with_logits, zero-weight slots included."""
+    rng = np.random.default_rng(4)
+    logits = tf.constant(rng.normal(scale=3.0, size=(4, 5, 37)), tf.float32)
+    labels = rng.integers(0, 37, (4, 5))
+    weights = tf.constant(rng.integers(0, 2, (4, 5)), tf.float32)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(logits)
+        total, _ = losses.masked_lm_sums(labels, logits, weights)
+        reference = tf.reduce_sum(weights * tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+    np.testing.assert_allclose(total, reference, rtol=1e-6)
+    np.testing.assert_allclose(tape.gradient(total, logits), tape.gradient(reference, logits), atol=1e-7)
+    half = tf.cast(logits, tf.bfloat16)
+    with tf.GradientTape() as tape:
+        tape.watch(half)
+        total, _ = losses.masked_lm_sums(labels, half, weights)
+    gradient = tape.gradient(total, half)
+    assert gradient.dtype == tf.bfloat16
+    widened = tf.cast(half, tf.float32)
+    with tf.GradientTape() as tape:
+        tape.watch(widened)
+        reference = tf.reduce_sum(weights * tf.nn.sparse_softmax_cross_entropy_with_logits(labels, widened))
+    expected = tf.cast(tf.cast(tape.gradient(reference, widened), tf.bfloat16), tf.float32)
+    np.testing.assert_allclose(tf.cast(gradient, tf.float32), expected, rtol=2**-8, atol=1e-7)  # 1 bf16 ulp
+
+
+def test_masked_lm_sums_at_vocab_size_far_labels_and_ties():
+    """Rows as long as BERT's vocab: a label 2,000 nats below the top logit gives a finite,
+    exact loss (its probability underflows float32), and argmax ties go to the lowest index."""
+    rng = np.random.default_rng(5)
+    logits = rng.integers(-2, 3, (2, 10, 30522)).astype(np.float32)
+    logits[0, :, -1] = 3.0  # the top logit last in the row
+    labels = rng.integers(0, 30522, (2, 10))
+    labels[1, :5] = logits[1, :5].argmax(-1)  # some hits
+    logits[1, 5:, 7] = -2000.0
+    labels[1, 5:] = 7
+    weights = np.ones(labels.shape, np.float32)
+    total, hits = losses.masked_lm_sums(labels, logits, weights)
+    assert np.isclose(float(total), _cross_entropy(logits.astype(np.float64), labels).sum(), rtol=1e-6)
+    assert float(hits) == (logits.argmax(-1) == labels).sum() == 5
+
+
 def test_masked_lm_loss_is_zero_without_predictions():
     logits = np.ones((2, 3, 7), np.float32)
     loss = losses.masked_lm_loss(np.zeros((2, 3)), logits, np.zeros((2, 3)))
