@@ -178,21 +178,22 @@ def test_training_kernels_compute_what_the_inference_ops_compute(tiny_config, po
 
 
 def test_dropout_kernels_drop_at_the_rate_and_rescale():
-    from bert_tf.modeling.layers import dropout_add_norm, drop_threshold, softmax_dropout
+    from bert_tf.modeling.layers import drop_threshold, dropout_add_norm, dropout_bits, softmax_dropout
 
     rng = np.random.default_rng(0)
     scores = tf.constant(rng.normal(size=(4, 2, 64, 64)), tf.float32)
-    bits = tf.constant(rng.integers(0, 2**16, (4, 2, 64, 64)), tf.uint16)
-    probs = softmax_dropout(scores, tf.zeros([4, 1, 1, 64]), bits, 0.25).numpy()
-    expected = tf.nn.softmax(scores).numpy() / 0.75 * (bits.numpy() >= 16384)
+    seed = tf.constant([7, 8])
+    probs = softmax_dropout(scores, tf.zeros([4, 1, 1, 64]), seed, 0.25).numpy()
+    bits = dropout_bits(scores, seed).numpy()
+    expected = tf.nn.softmax(scores).numpy() / 0.75 * (bits >= 16384)
     np.testing.assert_allclose(probs, expected, rtol=1e-6, atol=1e-7)
     assert drop_threshold(0.1) == 6554 and drop_threshold(1.0) == 65535
     x, y = (tf.constant(rng.normal(size=(8, 16)), tf.float32) for _ in range(2))
-    bits = tf.constant(rng.integers(0, 2**16, (8, 16)), tf.uint16)
+    bits = dropout_bits(y, seed).numpy()
     gamma, beta = tf.constant(rng.normal(size=16), tf.float32), tf.constant(rng.normal(size=16), tf.float32)
-    h = x.numpy() + y.numpy() * (65536 / (65536 - 6554)) * (bits.numpy() >= 6554)
+    h = x.numpy() + y.numpy() * (65536 / (65536 - 6554)) * (bits >= 6554)
     normed = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-12)
-    np.testing.assert_allclose(dropout_add_norm(x, y, bits, gamma, beta, 0.1, 1e-12),
+    np.testing.assert_allclose(dropout_add_norm(x, y, seed, gamma, beta, 0.1, 1e-12),
                                normed * gamma.numpy() + beta.numpy(), rtol=1e-5, atol=1e-5)
 
 
@@ -219,11 +220,12 @@ def test_bit_dropout_keeps_the_rate_and_rescales_exactly_in_bfloat16():
 
 @pytest.mark.parametrize("dtype, atol", [(tf.float32, 1e-4), (tf.bfloat16, 0.05)])
 def test_dropout_add_norm_written_out_gradient_matches_autodiff(dtype, atol):
-    from bert_tf.modeling.layers import dropout_add_norm, dropout_from_bits
+    from bert_tf.modeling.layers import dropout_add_norm, dropout_bits, dropout_from_bits
 
     rng = np.random.default_rng(1)
     x, y, dz = (tf.constant(rng.normal(size=(3, 40, 32)), dtype) for _ in range(3))
-    bits = tf.constant(rng.integers(0, 2**16, (3, 40, 32)), tf.uint16)
+    seed = tf.constant([1, 2])
+    bits = dropout_bits(y, seed)
     gamma, beta = (tf.constant(rng.normal(size=32), tf.float32) for _ in range(2))
 
     def autodiff(x, y, gamma, beta):
@@ -232,7 +234,7 @@ def test_dropout_add_norm_written_out_gradient_matches_autodiff(dtype, atol):
         return tf.cast((h - mean) * tf.math.rsqrt(variance + 1e-12) * gamma + beta, dtype)
 
     grads = []
-    for fn in (lambda *a: dropout_add_norm(*a[:2], bits, *a[2:], 0.1, 1e-12), autodiff):
+    for fn in (lambda *a: dropout_add_norm(*a[:2], seed, *a[2:], 0.1, 1e-12), autodiff):
         with tf.GradientTape() as tape:
             inputs = [x, y, gamma, beta]
             tape.watch(inputs)
@@ -246,25 +248,35 @@ def test_dropout_add_norm_written_out_gradient_matches_autodiff(dtype, atol):
 
 
 def test_dropout_bits_drop_at_the_rate_independently_and_keep_the_mean():
-    # Two 16-bit masks share each 32-bit Philox word. The drop rate must be the
+    # Four 16-bit masks share each 64-bit SplitMix64 word. The drop rate must be the
     # layer's (a bfloat16 uniform would drop 10.2% at rate 0.1), the mean kept
-    # (E[dropout(x)] = x), the masks of the two halves of a word independent,
-    # and the same seed must give the same mask (recomputation relies on it).
-    from bert_tf.modeling.layers import dropout_bits, dropout_from_bits
+    # (E[dropout(x)] = x), the 16-bit values uniform, neighbours (in one word and
+    # across words) and masks of neighbouring seeds independent, and the same seed
+    # must give the same mask in TensorFlow's kernels and in XLA's (the backward
+    # pass and recomputation draw it again).
+    from scipy import stats
 
-    n_rows, n_cols = 500, 2001  # odd: the last word is half used
+    from bert_tf.modeling.layers import dropout, dropout_bits, dropout_from_bits
+
+    n_rows, n_cols = 500, 2001  # odd: the last word is partly used
     x = tf.ones([n_rows, n_cols], tf.bfloat16)
     bits = dropout_bits(x, tf.constant([3, 4]))
     assert bits.dtype == tf.uint16 and bits.shape == x.shape
-    np.testing.assert_array_equal(bits, dropout_bits(x, tf.constant([3, 4])))
-    assert (bits.numpy() != dropout_bits(x, tf.constant([3, 5])).numpy()).mean() > 0.99
+    np.testing.assert_array_equal(bits, tf.function(dropout_bits, jit_compile=True)(x, tf.constant([3, 4])))
+    other_seed = dropout_bits(x, tf.constant([3, 5])).numpy()
+    assert (bits.numpy() != other_seed).mean() > 0.99
+    values = bits.numpy().ravel().astype(np.int64)
+    for low_or_high in (values & 255, values >> 8):  # each byte uniform over 256 values
+        assert stats.chisquare(np.bincount(low_or_high, minlength=256)).pvalue > 1e-4
     for rate in (0.1, 0.5):
         kept = dropout_from_bits(tf.cast(x, tf.float32), bits, rate).numpy()
+        np.testing.assert_array_equal(kept, dropout(tf.cast(x, tf.float32), tf.constant([3, 4]), rate))
         dropped = (kept == 0).ravel()
         n = dropped.size
         sd = np.sqrt(rate * (1 - rate) / n)
         assert abs(dropped.mean() - rate) < 5 * sd, (rate, dropped.mean())
         assert abs(kept.mean() - 1.0) < 5 * sd / (1 - rate)
-        # Halves of one word are neighbours in the flat order: their masks must not correlate.
-        first, second = dropped[0:n - 1:2], dropped[1:n:2]
-        assert abs(np.corrcoef(first, second)[0, 1]) < 5 / np.sqrt(n / 2)
+        for lag in range(1, 6):  # 1-3 within a word, 4 the same slot of the next word
+            assert abs(np.corrcoef(dropped[:-lag], dropped[lag:])[0, 1]) < 5 / np.sqrt(n), lag
+        other = other_seed.ravel() < round(rate * 65536)
+        assert abs(np.corrcoef(dropped, other)[0, 1]) < 5 / np.sqrt(n)
