@@ -248,17 +248,17 @@ def test_dropout_add_norm_written_out_gradient_matches_autodiff(dtype, atol):
 
 
 def test_dropout_bits_drop_at_the_rate_independently_and_keep_the_mean():
-    # Four 16-bit masks share each 64-bit SplitMix64 word. The drop rate must be the
+    # Each unit's 16 bits are the top of one SplitMix64 word. The drop rate must be the
     # layer's (a bfloat16 uniform would drop 10.2% at rate 0.1), the mean kept
-    # (E[dropout(x)] = x), the 16-bit values uniform, neighbours (in one word and
-    # across words) and masks of neighbouring seeds independent, and the same seed
+    # (E[dropout(x)] = x), the 16-bit values uniform, neighbouring units and the
+    # masks of neighbouring seeds independent, and the same seed
     # must give the same mask in TensorFlow's kernels and in XLA's (the backward
     # pass and recomputation draw it again).
     from scipy import stats
 
     from bert_tf.modeling.layers import dropout, dropout_bits, dropout_from_bits
 
-    n_rows, n_cols = 500, 2001  # odd: the last word is partly used
+    n_rows, n_cols = 500, 2001
     x = tf.ones([n_rows, n_cols], tf.bfloat16)
     bits = dropout_bits(x, tf.constant([3, 4]))
     assert bits.dtype == tf.uint16 and bits.shape == x.shape
@@ -276,7 +276,7 @@ def test_dropout_bits_drop_at_the_rate_independently_and_keep_the_mean():
         sd = np.sqrt(rate * (1 - rate) / n)
         assert abs(dropped.mean() - rate) < 5 * sd, (rate, dropped.mean())
         assert abs(kept.mean() - 1.0) < 5 * sd / (1 - rate)
-        for lag in range(1, 6):  # 1-3 within a word, 4 the same slot of the next word
+        for lag in (1, 2, 3, 4, n_cols):  # neighbours along a row and down a column
             assert abs(np.corrcoef(dropped[:-lag], dropped[lag:])[0, 1]) < 5 / np.sqrt(n), lag
         other = other_seed.ravel() < round(rate * 65536)
         assert abs(np.corrcoef(dropped, other)[0, 1]) < 5 / np.sqrt(n)
