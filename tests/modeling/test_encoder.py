@@ -148,6 +148,27 @@ def test_gelu_value_and_written_out_gradient_match_autodiff():
     assert gelu(tf.cast(x, tf.bfloat16)).dtype == tf.bfloat16
 
 
+@pytest.mark.parametrize("dtype, atol", [(tf.float32, 1e-5), (tf.bfloat16, 0.02)])
+def test_biased_activation_matches_autodiff_of_the_activation_after_a_bias_add(dtype, atol):
+    from bert_tf.modeling.layers import biased_activation
+
+    rng = np.random.default_rng(2)
+    x, dy = (tf.constant(rng.normal(size=(3, 20, 48)), dtype) for _ in range(2))
+    bias = tf.constant(rng.normal(size=48), dtype)
+    for name in ("gelu", "relu"):
+        results = []
+        for fn in (biased_activation(name), lambda x, b: keras.activations.get(name)(
+                tf.cast(tf.cast(x, tf.float32) + tf.cast(b, tf.float32), dtype))):
+            with tf.GradientTape() as tape:
+                tape.watch([x, bias])
+                out = fn(x, bias)
+            results.append([out, *tape.gradient(out, [x, bias], output_gradients=dy)])
+        for what, ours, reference in zip(("value", "x", "bias"), *results):
+            assert ours.dtype == reference.dtype == dtype, (name, what)
+            ours, reference = tf.cast(ours, tf.float32).numpy(), tf.cast(reference, tf.float32).numpy()
+            np.testing.assert_allclose(ours, reference, atol=atol * np.abs(reference).max(), err_msg=f"{name} {what}")
+
+
 @pytest.mark.parametrize("policy, rtol", [("float32", 1e-4), ("mixed_bfloat16", 0.05)])
 def test_training_kernels_compute_what_the_inference_ops_compute(tiny_config, policy, rtol):
     # With no dropout, a training call (XLA-fused softmax, add + LayerNorm and GELU)
@@ -191,9 +212,10 @@ def test_dropout_kernels_drop_at_the_rate_and_rescale():
     x, y = (tf.constant(rng.normal(size=(8, 16)), tf.float32) for _ in range(2))
     bits = dropout_bits(y, seed).numpy()
     gamma, beta = tf.constant(rng.normal(size=16), tf.float32), tf.constant(rng.normal(size=16), tf.float32)
-    h = x.numpy() + y.numpy() * (65536 / (65536 - 6554)) * (bits >= 6554)
+    bias = tf.constant(rng.normal(size=16), tf.float32)
+    h = x.numpy() + (y.numpy() + bias.numpy()) * (65536 / (65536 - 6554)) * (bits >= 6554)
     normed = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-12)
-    np.testing.assert_allclose(dropout_add_norm(x, y, seed, gamma, beta, 0.1, 1e-12),
+    np.testing.assert_allclose(dropout_add_norm(x, y, bias, seed, gamma, beta, 0.1, 1e-12),
                                normed * gamma.numpy() + beta.numpy(), rtol=1e-5, atol=1e-5)
 
 
@@ -227,20 +249,21 @@ def test_dropout_add_norm_written_out_gradient_matches_autodiff(dtype, atol):
     seed = tf.constant([1, 2])
     bits = dropout_bits(y, seed)
     gamma, beta = (tf.constant(rng.normal(size=32), tf.float32) for _ in range(2))
+    bias = tf.constant(rng.normal(size=32), dtype)
 
-    def autodiff(x, y, gamma, beta):
-        h = tf.cast(x, tf.float32) + dropout_from_bits(tf.cast(y, tf.float32), bits, 0.1)
+    def autodiff(x, y, bias, gamma, beta):
+        h = tf.cast(x, tf.float32) + dropout_from_bits(tf.cast(y + bias, tf.float32), bits, 0.1)
         mean, variance = tf.nn.moments(h, axes=[-1], keepdims=True)
         return tf.cast((h - mean) * tf.math.rsqrt(variance + 1e-12) * gamma + beta, dtype)
 
     grads = []
-    for fn in (lambda *a: dropout_add_norm(*a[:2], seed, *a[2:], 0.1, 1e-12), autodiff):
+    for fn in (lambda x, y, bias, *a: dropout_add_norm(x, y, bias, seed, *a, 0.1, 1e-12), autodiff):
         with tf.GradientTape() as tape:
-            inputs = [x, y, gamma, beta]
+            inputs = [x, y, bias, gamma, beta]
             tape.watch(inputs)
             out = fn(*inputs)
         grads.append(tape.gradient(out, inputs, output_gradients=dz))
-    for name, ours, reference in zip(("x", "y", "gamma", "beta"), *grads):
+    for name, ours, reference in zip(("x", "y", "bias", "gamma", "beta"), *grads):
         assert ours.dtype == reference.dtype, name
         scale = np.abs(tf.cast(reference, tf.float32)).max()
         np.testing.assert_allclose(tf.cast(ours, tf.float32), tf.cast(reference, tf.float32),
