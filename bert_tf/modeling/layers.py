@@ -195,8 +195,10 @@ class BertEmbeddings(_ConfigLayer):
         """int32 `[B, S]` ids -> `[B, S, H]` embeddings in the compute dtype."""
         x = self.word_embeddings(input_word_ids)
         x = x + self.position_embeddings(x) + self.token_type_embeddings(input_type_ids)
-        x = tf.cast(self.layer_norm(x), self.compute_dtype)
-        return self.dropout(x, training=training)
+        if not training or self.dropout.rate == 0:
+            return tf.cast(self.layer_norm(x), self.compute_dtype)
+        return norm_dropout(x, _draw_seed(self.dropout), tf.identity(self.layer_norm.gamma.value),
+                            tf.identity(self.layer_norm.beta.value), self.dropout.rate, self.layer_norm.epsilon)
 
 
 @_REGISTER
@@ -444,15 +446,11 @@ def dropout_add_norm(x: tf.Tensor, y: tf.Tensor, bias: tf.Tensor, seed: tf.Tenso
     def add_norm(x, y, bias, gamma, beta):
         y_biased = tf.cast(y, tf.float32) + tf.cast(bias, tf.float32)
         h = tf.cast(x, tf.float32) + dropout_from_bits(y_biased, dropout_bits(y, seed), rate)
-        centered = h - tf.reduce_mean(h, axis=-1, keepdims=True)
-        inv_std = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)
-        normalized = centered * inv_std
+        normalized, inv_std = _normalize(h, epsilon)
 
         def grad(dz: tf.Tensor):
             dz = tf.cast(dz, tf.float32)
-            dn = dz * gamma
-            dh = inv_std * (dn - tf.reduce_mean(dn, axis=-1, keepdims=True)
-                            - normalized * tf.reduce_mean(dn * normalized, axis=-1, keepdims=True))
+            dh = _normalize_backward(dz * gamma, normalized, inv_std)
             dy = tf.cast(dropout_from_bits(dh, dropout_bits(dh, seed), rate), y.dtype)
             return (tf.cast(dh, x.dtype), dy, tf.cast(_column_sum(dy), bias.dtype),
                     _column_sum(dz * normalized), _column_sum(dz))
@@ -460,6 +458,42 @@ def dropout_add_norm(x: tf.Tensor, y: tf.Tensor, bias: tf.Tensor, seed: tf.Tenso
         return tf.cast(normalized * gamma + beta, x.dtype), grad
 
     return add_norm(x, y, bias, gamma, beta)
+
+
+@tf.function(jit_compile=True)
+def norm_dropout(x: tf.Tensor, seed: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, rate: float,
+                 epsilon: float) -> tf.Tensor:
+    """dropout(LayerNorm(x)) over the last axis, in float32, returned in x's dtype (the embeddings').
+
+    Its backward written out as `dropout_add_norm`'s, with the mask drawn again from the seed.
+    """
+
+    @tf.custom_gradient
+    def norm(x, gamma, beta):
+        normalized, inv_std = _normalize(tf.cast(x, tf.float32), epsilon)
+        out = dropout_from_bits(normalized * gamma + beta, dropout_bits(x, seed), rate)
+
+        def grad(dz: tf.Tensor):
+            dz = dropout_from_bits(tf.cast(dz, tf.float32), dropout_bits(dz, seed), rate)
+            dx = _normalize_backward(dz * gamma, normalized, inv_std)
+            return tf.cast(dx, x.dtype), _column_sum(dz * normalized), _column_sum(dz)
+
+        return tf.cast(out, x.dtype), grad
+
+    return norm(x, gamma, beta)
+
+
+def _normalize(h: tf.Tensor, epsilon: float) -> tuple[tf.Tensor, tf.Tensor]:
+    """(h - mean) / sqrt(variance + epsilon) over the last axis, and that 1 / sqrt(...)."""
+    centered = h - tf.reduce_mean(h, axis=-1, keepdims=True)
+    inv_std = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)
+    return centered * inv_std, inv_std
+
+
+def _normalize_backward(dn: tf.Tensor, normalized: tf.Tensor, inv_std: tf.Tensor) -> tf.Tensor:
+    """The gradient through `_normalize` of dn, the gradient with respect to its output."""
+    return inv_std * (dn - tf.reduce_mean(dn, axis=-1, keepdims=True)
+                      - normalized * tf.reduce_mean(dn * normalized, axis=-1, keepdims=True))
 
 
 def attention_bias(input_mask: tf.Tensor) -> tf.Tensor:
