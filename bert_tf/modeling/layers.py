@@ -483,17 +483,28 @@ def norm_dropout(x: tf.Tensor, seed: tf.Tensor, gamma: tf.Tensor, beta: tf.Tenso
     return norm(x, gamma, beta)
 
 
+def _row_mean(x: tf.Tensor) -> tf.Tensor:
+    """Mean of x over its last axis, keeping it, as a product with a column of 1 / width.
+
+    Inside an XLA kernel on a CPU, where XLA's reductions along a row run at
+    about one element per cycle: the product ran `dropout_add_norm` 1.4x
+    faster (5.1 -> 3.7 ms forward and backward at [32, 128, 256] bfloat16).
+    """
+    width = x.shape[-1]
+    means = tf.matmul(tf.reshape(x, [-1, width]), tf.fill([width, 1], tf.constant(1.0 / width, x.dtype)))
+    return tf.reshape(means, tf.concat([tf.shape(x)[:-1], [1]], 0))
+
+
 def _normalize(h: tf.Tensor, epsilon: float) -> tuple[tf.Tensor, tf.Tensor]:
     """(h - mean) / sqrt(variance + epsilon) over the last axis, and that 1 / sqrt(...)."""
-    centered = h - tf.reduce_mean(h, axis=-1, keepdims=True)
-    inv_std = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)
+    centered = h - _row_mean(h)
+    inv_std = tf.math.rsqrt(_row_mean(tf.square(centered)) + epsilon)
     return centered * inv_std, inv_std
 
 
 def _normalize_backward(dn: tf.Tensor, normalized: tf.Tensor, inv_std: tf.Tensor) -> tf.Tensor:
     """The gradient through `_normalize` of dn, the gradient with respect to its output."""
-    return inv_std * (dn - tf.reduce_mean(dn, axis=-1, keepdims=True)
-                      - normalized * tf.reduce_mean(dn * normalized, axis=-1, keepdims=True))
+    return inv_std * (dn - _row_mean(dn) - normalized * _row_mean(dn * normalized))
 
 
 def attention_bias(input_mask: tf.Tensor) -> tf.Tensor:
