@@ -54,16 +54,6 @@ def gelu(x: tf.Tensor):
     return tf.cast(value, x.dtype), grad
 
 
-def _column_sum(x: tf.Tensor) -> tf.Tensor:
-    """Sum of x over every axis but the last, as a product with a row of ones.
-
-    Inside an XLA kernel on a CPU: XLA compiles such sums over rows into slow
-    loops, and the product with ones runs as a matmul.
-    """
-    width = x.shape[-1]
-    return tf.matmul(tf.ones([1, tf.size(x) // width], x.dtype), tf.reshape(x, [-1, width]))[0]
-
-
 @tf.custom_gradient
 def _biased_gelu(x: tf.Tensor, bias: tf.Tensor):
     """gelu(x + bias) in float32, returned in x's dtype; the bias gradient summed as `_column_sum`."""
@@ -497,6 +487,16 @@ def norm_dropout(x: tf.Tensor, seed: tf.Tensor, gamma: tf.Tensor, beta: tf.Tenso
         return tf.cast(out, x.dtype), grad
 
     return norm(x, gamma, beta)
+
+
+def _column_sum(x: tf.Tensor) -> tf.Tensor:
+    """Sum of x over every axis but the last, as a product with a row of ones.
+
+    Inside an XLA kernel on a CPU: XLA compiles such sums over rows into slow
+    loops, and the product with ones runs as a matmul.
+    """
+    width = x.shape[-1]
+    return tf.matmul(tf.ones([1, tf.size(x) // width], x.dtype), tf.reshape(x, [-1, width]))[0]
 
 
 def _row_sum(x: tf.Tensor) -> tf.Tensor:
