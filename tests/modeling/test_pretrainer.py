@@ -43,6 +43,30 @@ def test_mlm_logits_are_the_head_at_gathered_positions(tiny_config):
     np.testing.assert_allclose(out["mlm_logits"], expected, atol=1e-5)
 
 
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_mlm_head_training_kernel_computes_what_inference_computes(tiny_config, policy):
+    # In training the head's cast to float32 and bias add are one XLA kernel;
+    # its logits and gradients must be inference's.
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        model = BertPretrainer(tiny_config)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    head = model.masked_lm
+    rng = np.random.default_rng(4)
+    states = tf.constant(rng.normal(size=(3, 11, tiny_config.hidden_size)), head.compute_dtype)
+    positions = tf.constant(rng.integers(0, 11, (3, 4)), tf.int32)
+    dy = tf.constant(rng.normal(size=(3, 4, tiny_config.vocab_size)), tf.float32)
+    results = []
+    for training in (False, True):
+        with tf.GradientTape() as tape:
+            tape.watch(states)
+            logits = head(states, positions, training=training)
+        results.append([logits, *tape.gradient(logits, [states, *head.trainable_variables], output_gradients=dy)])
+    for inference, training in zip(*results):
+        np.testing.assert_array_equal(tf.convert_to_tensor(training), tf.convert_to_tensor(inference))
+
+
 def test_mlm_projection_never_sees_the_whole_sequence(tiny_config):
     # Trace the model on a long sequence with 2 predictions: no tensor of the
     # graph may have a [.., seq_length, vocab_size] shape.
