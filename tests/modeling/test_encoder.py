@@ -201,6 +201,23 @@ def test_training_kernels_compute_what_the_inference_ops_compute(tiny_config, po
         assert np.linalg.norm(a - b) <= rtol * np.linalg.norm(a) + rtol * 2e-3, variable.path
 
 
+def test_training_kernels_take_sequences_of_unknown_length(tiny_config):
+    # Fine-tuning traces its step with the sequence length unknown: no kernel may need it static.
+    model = BertEncoder(tiny_config)
+    spec = {name: tf.TensorSpec([None, None], tf.int32)
+            for name in ("input_word_ids", "input_mask", "input_type_ids")}
+
+    @tf.function(input_signature=[spec])
+    def gradients(features):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.cast(model(features, training=True)["sequence_output"], tf.float32))
+        return tape.gradient(loss, model.trainable_variables)
+
+    for seq in (7, 12):
+        grads = gradients(encoder_features(random_batch(tiny_config, batch=2, seq=seq)))
+        assert all(np.isfinite(tf.convert_to_tensor(g).numpy()).all() for g in grads if g is not None)
+
+
 def test_dropout_kernels_drop_at_the_rate_and_rescale():
     from bert_tf.modeling.layers import (drop_threshold, dropout_add_norm, dropout_bits, norm_dropout,
                                          softmax_dropout)
