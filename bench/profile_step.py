@@ -9,11 +9,10 @@ warms it up, traces `--steps` steps with `tf.profiler.experimental` and reads th
 (the XSpace protobuf the profiler writes): the time of every TensorFlow kernel, grouped
 by op type and by op (layer indices merged), and of the XLA kernels the step launches
 (bert_tf's fused softmax + dropout, LayerNorms with dropout, GELU, masked-LM head and loss
-pieces, AdamW updates). TensorFlow runs
-one op at a time here (one inter-op thread, both cores inside each op), so the kernels'
-times add up to the step instead of overlapping; on 2 cores this setting ran the step
-as fast as the default one (537 against 530-610 ms, alternating processes). What no
-kernel accounts for is the executor's own time.
+pieces, AdamW updates). TensorFlow runs one op at a time here (one inter-op thread, both
+cores inside each op), so the kernels' times add up to the step instead of overlapping; on
+2 cores this setting ran the step as fast as the default one (537 against 530-610 ms,
+alternating processes). What no kernel accounts for is the executor's own time.
 """
 
 from __future__ import annotations
