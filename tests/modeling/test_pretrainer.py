@@ -138,16 +138,23 @@ def _seed_states(model: BertPretrainer) -> list[np.ndarray]:
             for g in getattr(layer, "_seed_generators", ())]
 
 
-@pytest.mark.parametrize("graph", [False, True])
-def test_recomputed_activations_give_the_same_gradients(graph):
+@pytest.mark.parametrize("graph, policy", [(False, "float32"), (True, "float32"), (True, "mixed_bfloat16")])
+def test_recomputed_activations_give_the_same_gradients(graph, policy):
     # Dropout on, so equal gradients also mean the recomputed forward dropped the same units.
+    # Under mixed precision the recomputed forward must compute in the same dtypes: it runs
+    # in the backward pass, outside the Keras call that autocasts the block's variables.
     config = get_preset("tiny_uncased").replace(vocab_size=99, hidden_dropout_prob=0.3,
                                                 attention_probs_dropout_prob=0.3)
     batch = random_batch(config, batch=4, seq=16, predictions=3, seed=5)
     results = []
     for recompute in (False, True):
         keras.utils.set_random_seed(7)
-        model = BertPretrainer(config, recompute_activations=recompute)
+        previous = keras.config.dtype_policy()
+        keras.mixed_precision.set_global_policy(policy)
+        try:
+            model = BertPretrainer(config, recompute_activations=recompute)
+        finally:
+            keras.mixed_precision.set_global_policy(previous)
 
         def loss_and_grads():
             with tf.GradientTape() as tape:
