@@ -31,6 +31,20 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def _cpu_isa() -> str:
+    """The CPU's widest vector or matrix extension that matters for speed, from /proc/cpuinfo."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu_flags = set(next((line for line in f if line.startswith("flags")), "").split())
+    except OSError:
+        return ""
+    for flag, name in (("amx_bf16", "AMX-BF16"), ("avx512_bf16", "AVX512-BF16"), ("avx512f", "AVX-512"),
+                       ("avx2", "AVX2")):
+        if flag in cpu_flags:
+            return name
+    return ""
+
+
 def _version(package: str) -> str:
     try:
         return importlib.metadata.version(package)
@@ -48,6 +62,7 @@ def machine() -> dict[str, str | int]:
         gpu = tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU")
     return {
         "machine_cpu": _cpu_model(),
+        "machine_cpu_isa": _cpu_isa(),
         "machine_cpu_count": len(os.sched_getaffinity(0)),
         "machine_gpu": gpu,
         "version_tensorflow": tf.__version__,

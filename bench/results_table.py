@@ -85,6 +85,11 @@ ROWS = {
         ("fine-tuning on tweets: --length_bucketing / fixed padding",
          "{ratio_bucketed_vs_fixed:.2f}x"),
     ],
+    "onednn_cpu": [
+        ("pretraining step {preset} seq {seq} batch {batch}, {precision}: oneDNN kernels on (bert_tf's "
+         "setting) / off, on a CPU where TensorFlow on its own turns them {tensorflow_default_onednn_text}",
+         "{ratio_speed_on_vs_off:.2f}x"),
+    ],
     "activation_memory": [
         ("pretraining step {preset} seq {seq} batch {batch}, recompute_activations / keeping them: "
          "peak memory, speed", "{ratio_memory_recompute_vs_keep:.2f}x, {ratio_speed_recompute_vs_keep:.2f}x"),
@@ -101,12 +106,14 @@ ROWS = {
 
 
 def _with_ratios(record: dict) -> dict:
-    """Adds each bert_tf pretraining setting's speed over float32 without XLA."""
+    """Adds each bert_tf pretraining setting's speed over float32 without XLA, and words for flags."""
     if record["script"] == "pretrain_throughput":
         base = record["bert_tf_float32_seq_per_s"]
         for setting in ("float32_xla", "mixed_bfloat16", "mixed_bfloat16_xla"):
             if f"bert_tf_{setting}_seq_per_s" in record:  # --quick runs fewer settings
                 record[f"bert_tf_{setting}_vs_float32"] = record[f"bert_tf_{setting}_seq_per_s"] / base
+    if record["script"] == "onednn_cpu":
+        record["tensorflow_default_onednn_text"] = "on" if record["tensorflow_default_onednn"] else "off"
     return record
 
 
@@ -120,7 +127,8 @@ def table(records: list[dict]) -> str:
                 lines.append(f"| {what.format(**record)} | {value.format(**record)} | {record['script']} |")
             except KeyError:  # a figure this run did not measure
                 continue
-        notes.append(f"- {record['script']}: {record['machine_gpu'] or record['machine_cpu']}, "
+        isa = f" ({record['machine_cpu_isa']})" if record.get("machine_cpu_isa") else ""
+        notes.append(f"- {record['script']}: {record['machine_gpu'] or record['machine_cpu'] + isa}, "
                      f"{record['machine_cpu_count']} CPU cores; TensorFlow {record['version_tensorflow']}, "
                      f"Keras {record['version_keras']}, keras-hub {record['version_keras_hub']}, "
                      f"tokenizers {record['version_tokenizers']}; {record['date']}"

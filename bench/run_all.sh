@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bench/results
 # demo_time_to_quality runs the whole pretraining demo (tens of minutes on 2 cores).
-for name in pretrain_throughput profile_step input_pipeline serving_latency finetune_padding activation_memory \
+for name in pretrain_throughput profile_step onednn_cpu input_pipeline serving_latency finetune_padding activation_memory \
     demo_time_to_quality; do
   echo "== bench/$name.py"
   python "bench/$name.py" --output_json="bench/results/$name.json" "$@"

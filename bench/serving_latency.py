@@ -33,6 +33,7 @@ from typing import Callable
 
 from absl import app, flags
 
+import bert_tf  # noqa: F401  (first: on x86 Linux it turns oneDNN on before TensorFlow loads)
 import keras_hub
 import numpy as np
 import tensorflow as tf

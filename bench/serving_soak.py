@@ -17,6 +17,7 @@ import random
 import tempfile
 import time
 
+import bert_tf  # noqa: F401  (first: on x86 Linux it turns oneDNN on before TensorFlow loads)
 import tensorflow as tf
 
 from bert_tf import export

@@ -27,6 +27,7 @@ SCRIPTS = {
                           "keep_peak_mib", "recompute_peak_mib"],
     "demo_time_to_quality": ["wall_seconds", "eval_seconds_mean", "steps"],
     "profile_step": ["step_ms", "group_1_ms", "group_1_share", "op_1_ms"],
+    "onednn_cpu": ["ratio_speed_on_vs_off", "on_step_ms", "off_step_ms"],
 }
 
 
