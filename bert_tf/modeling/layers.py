@@ -304,7 +304,7 @@ class TransformerBlock(_ConfigLayer):
                                training, seeds[1] if training else None)
         if training:
             kernel, bias = self._kernel_and_bias(self.intermediate_dense)
-            inner = biased_activation(self.config.hidden_act)(keras.ops.matmul(x, kernel), bias)
+            inner = biased_activation(self.config.hidden_act)(project(x, kernel), bias)
         else:
             inner = activation(self.config.hidden_act)(self.intermediate_dense(x))
         return self._add_and_norm(x, inner, self.output_dense, self.output_layer_norm, training,
@@ -320,7 +320,7 @@ class TransformerBlock(_ConfigLayer):
         # The variables are read here: a distributed variable passed into the
         # tf.function as it is would not get its gradient right.
         kernel, bias = self._kernel_and_bias(dense)
-        return dropout_add_norm(x, keras.ops.matmul(inputs, kernel), bias, seed,
+        return dropout_add_norm(x, project(inputs, kernel), bias, seed,
                                 tf.identity(layer_norm.gamma.value), tf.identity(layer_norm.beta.value),
                                 self.dropout.rate, layer_norm.epsilon)
 
@@ -335,6 +335,29 @@ class TransformerBlock(_ConfigLayer):
         gradients that differ from it).
         """
         return tf.cast(dense.kernel, self.compute_dtype), tf.cast(dense.bias, self.compute_dtype)
+
+
+@tf.custom_gradient
+def project(x: tf.Tensor, kernel: tf.Tensor):
+    """`[B, S, K]` x times a `[K, N]` kernel: a training block's projection, its bias added elsewhere.
+
+    The kernel's gradient multiplies x transposed explicitly, `[K, B*S] @ [B*S, N]`,
+    where autodiff multiplies with x transposed in place, a layout oneDNN runs
+    slowly on AVX2 CPUs: 30 against 14 ms for the output projection's
+    `[1024, 4096] @ [4096, 256]` in float32 on 2 cores. (The transpose goes
+    through a reshape so that Grappler does not fold it back into the product.)
+    """
+    width = tf.shape(x)[-1]
+    rows = tf.reshape(x, [-1, width])
+    y = tf.matmul(rows, kernel)
+
+    def grad(dy: tf.Tensor):
+        dy_rows = tf.reshape(dy, [-1, tf.shape(dy)[-1]])
+        dx = tf.reshape(tf.matmul(dy_rows, kernel, transpose_b=True), tf.shape(x))
+        x_t = tf.reshape(tf.transpose(x, [2, 0, 1]), [width, -1])
+        return dx, tf.matmul(x_t, dy_rows)
+
+    return tf.reshape(y, tf.concat([tf.shape(x)[:-1], tf.shape(kernel)[-1:]], 0)), grad
 
 
 @_REGISTER

@@ -362,3 +362,19 @@ def test_dropout_bits_drop_at_the_rate_independently_and_keep_the_mean():
             assert abs(np.corrcoef(dropped[:-lag], dropped[lag:])[0, 1]) < 5 / np.sqrt(n), lag
         other = other_seed.ravel() < round(rate * 65536)
         assert abs(np.corrcoef(dropped, other)[0, 1]) < 5 / np.sqrt(n)
+
+@pytest.mark.parametrize("dtype, atol", [(tf.float32, 1e-5), (tf.bfloat16, 0.02)])
+def test_projection_written_out_gradient_matches_autodiff(dtype, atol):
+    from bert_tf.modeling.layers import project
+
+    rng = np.random.default_rng(3)
+    x, kernel, dz = (tf.constant(rng.normal(size=shape), dtype) for shape in ((3, 40, 32), (32, 48), (3, 40, 48)))
+    ours = project(x, kernel)
+    assert ours.shape == (3, 40, 48) and ours.dtype == dtype
+    np.testing.assert_allclose(tf.cast(ours, tf.float32), tf.cast(keras.ops.matmul(x, kernel), tf.float32),
+                               atol=atol * 10)
+    _assert_same_gradients(project, keras.ops.matmul, [x, kernel], dz, atol)
+    # A sequence length unknown when traced.
+    traced = tf.function(project, input_signature=[tf.TensorSpec([None, None, 32], dtype),
+                                                  tf.TensorSpec([32, 48], dtype)])
+    assert traced(x, kernel).shape == (3, 40, 48)
