@@ -44,7 +44,8 @@ def _child() -> dict:
 
     precision = resolve_precision("auto")
     config = model_config()
-    step = ours(config, precision, False, random_batch(config.vocab_size, FLAGS.batch, FLAGS.seq, FLAGS.predictions))
+    batch = random_batch(config.vocab_size, FLAGS.batch, FLAGS.seq, FLAGS.predictions)
+    step = ours(config, precision, False, batch)
     for _ in range(2):
         float(step())
     times = []
@@ -89,10 +90,9 @@ def main(argv: list[str]) -> None:
         for name in runs:
             runs[name].append(_run(name == "on", passed))
     # What TensorFlow does on this CPU when nobody sets the switch.
+    unset = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
     probe = subprocess.run([sys.executable, "-c", "from tensorflow.python.util import _pywrap_util_port as p; "
-                            "print(p.IsMklEnabled())"], env={k: v for k, v in os.environ.items()
-                                                              if k != "TF_ENABLE_ONEDNN_OPTS"},
-                           capture_output=True, text=True, check=True)
+                            "print(p.IsMklEnabled())"], env=unset, capture_output=True, text=True, check=True)
     figures: dict = {"preset": FLAGS.preset, "seq": FLAGS.seq, "batch": FLAGS.batch,
                      "predictions": FLAGS.predictions, "precision": runs["on"][0]["precision"],
                      "pairs": FLAGS.pairs,

@@ -5,8 +5,8 @@ import platform as _platform
 import sys as _sys
 
 # oneDNN's CPU kernels: on Linux, TensorFlow switches them on by itself only on x86 CPUs with
-# AVX-512 VNNI/BF16, AVX-VNNI or AMX, and runs Eigen's elsewhere. On an AVX2-only CPU (AMD EPYC Zen 3,
-# 2 cores) oneDNN ran BERT-Mini's float32 pretraining step 1.2x faster (bench/onednn_cpu.py).
+# AVX-512 VNNI/BF16, AVX-VNNI or AMX, and runs Eigen's elsewhere. On an AVX2-only CPU (AMD EPYC
+# Zen 3, 2 cores) oneDNN ran BERT-Mini's float32 pretraining step 1.2x faster (bench/onednn_cpu.py).
 # TensorFlow reads the switch once, when it loads: it is set here, before the imports below load
 # it, unless TensorFlow is already loaded; a TF_ENABLE_ONEDNN_OPTS the user set wins.
 if (_sys.platform.startswith("linux") and _platform.machine() == "x86_64"
