@@ -26,7 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app, flags
 
 import bench_util
-from pretrain_throughput import model_config, ours, random_batch  # also defines --preset, --seq, --batch, ...
+from pretrain_throughput import model_config, ours, random_batch, sequences_per_second  # also defines --preset, --seq, --batch, ...
 
 flags.DEFINE_integer("pairs", 3, "Child processes per setting, alternating.", lower_bound=1)
 flags.DEFINE_bool("child", False, "Internal: time the step in this process and print JSON.")
@@ -34,8 +34,6 @@ FLAGS = flags.FLAGS
 
 
 def _child() -> dict:
-    import time
-
     import tensorflow as tf
     from tensorflow.python.util import _pywrap_util_port
 
@@ -48,13 +46,7 @@ def _child() -> dict:
     step = ours(config, precision, False, batch)
     for _ in range(2):
         float(step())
-    times = []
-    for _ in range(FLAGS.rounds):
-        start = time.perf_counter()
-        for _ in range(FLAGS.steps):
-            out = step()
-        float(out)
-        times.append((time.perf_counter() - start) / FLAGS.steps)
+    times = [FLAGS.batch / sequences_per_second(step, FLAGS.steps, FLAGS.batch) for _ in range(FLAGS.rounds)]
     dtype = tf.bfloat16 if "bfloat16" in precision else tf.float32
     return {"step_ms": 1e3 * statistics.median(times), "precision": precision,
             "onednn": bool(_pywrap_util_port.IsMklEnabled()),

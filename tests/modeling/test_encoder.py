@@ -363,6 +363,7 @@ def test_dropout_bits_drop_at_the_rate_independently_and_keep_the_mean():
         other = other_seed.ravel() < round(rate * 65536)
         assert abs(np.corrcoef(dropped, other)[0, 1]) < 5 / np.sqrt(n)
 
+
 @pytest.mark.parametrize("dtype, atol", [(tf.float32, 1e-5), (tf.bfloat16, 0.02)])
 def test_projection_written_out_gradient_matches_autodiff(dtype, atol):
     from bert_tf.modeling.layers import project
