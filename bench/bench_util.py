@@ -33,14 +33,12 @@ def _cpu_model() -> str:
 
 def _cpu_isa() -> str:
     """The CPU's widest vector or matrix extension that matters for speed, from /proc/cpuinfo."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu_flags = set(next((line for line in f if line.startswith("flags")), "").split())
-    except OSError:
-        return ""
+    from bert_tf.training.distribute import cpu_flags
+
+    present = cpu_flags()
     for flag, name in (("amx_bf16", "AMX-BF16"), ("avx512_bf16", "AVX512-BF16"), ("avx512f", "AVX-512"),
                        ("avx2", "AVX2")):
-        if flag in cpu_flags:
+        if flag in present:
             return name
     return ""
 

@@ -61,9 +61,13 @@ def resolve_precision(name: str) -> str:
     for gpu in tf.config.list_physical_devices("GPU"):
         capability = tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0))
         return "mixed_bfloat16" if capability >= (8, 0) else "float32"
+    return "mixed_bfloat16" if cpu_flags() & {"amx_bf16", "avx512_bf16"} else "float32"
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where it cannot be read)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu_flags = set(next((line for line in f if line.startswith("flags")), "").split())
+            return set(next((line for line in f if line.startswith("flags")), "").split())
     except OSError:
-        return "float32"
-    return "mixed_bfloat16" if cpu_flags & {"amx_bf16", "avx512_bf16"} else "float32"
+        return set()
