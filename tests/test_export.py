@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -165,6 +166,7 @@ def _random_tagger(pretrained, directory, tags, scheme, use_crf, max_seq_length)
     config = BertConfig.from_json_file(os.path.join(pretrained, "bert_config.json"))
     task_info = {"task": "tagging", "labels": tags, "crf": use_crf, "scheme": scheme,
                  "max_seq_length": max_seq_length, "do_lower_case": True}
+    keras.utils.set_random_seed(len(tags))  # the encoder's weights too, whatever ran before in this process
     model = build_task_model(config, task_info, tag_schemes.allowed_transitions(tags, scheme) if use_crf else None)
     rng = np.random.default_rng(len(tags))
     model.emissions.kernel.assign(rng.normal(scale=0.5, size=model.emissions.kernel.shape))
