@@ -14,7 +14,7 @@ EXTRAS = {
 EXTRAS["test"] = EXTRAS["demo"] + [
     "pytest>=8",
     # One worker per core: most tests are single-threaded Python or short TF runs.
-    "pytest-xdist>=3.5",
+    "pytest-xdist>=3.6",  # --no-loadscope-reorder
     "hypothesis>=6",
     "transformers>=4.40",
     "tokenizers>=0.19",
