@@ -69,17 +69,19 @@ class ClassificationHead(keras.layers.Layer):
         head: one of HEADS.
         conv_filters: filters per kernel size for the conv heads.
         conv_kernel_sizes: kernel widths (tokens) of the conv heads.
-        last_n: layers whose [CLS] vectors `concat_last_n` concatenates.
+        last_n: layers whose [CLS] vectors `concat_last_n` concatenates; by default the
+            last four, or every layer of a shallower encoder (BERT-Tiny has two).
     """
 
     def __init__(self, config: BertConfig | dict, num_classes: int, head: str = "pooled",
                  conv_filters: int = 128, conv_kernel_sizes: tuple[int, ...] = (2, 3, 4),
-                 last_n: int = 4, **kwargs):
+                 last_n: int | None = None, **kwargs):
         kwargs.setdefault("name", "classifier")
         super().__init__(**kwargs)
         if head not in HEADS:
             raise ValueError(f"head must be one of {', '.join(HEADS)}, got {head!r}")
         self.config = config_from(config)
+        last_n = min(4, self.config.num_hidden_layers) if last_n is None else last_n
         if head == "concat_last_n" and not 1 <= last_n <= self.config.num_hidden_layers:
             raise ValueError(f"last_n={last_n} must be in [1, num_hidden_layers="
                              f"{self.config.num_hidden_layers}]")

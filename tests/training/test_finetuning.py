@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import numpy as np
@@ -6,7 +7,7 @@ import tensorflow as tf
 
 from bert_tf import checkpoints
 from bert_tf.configs import INPUT_NAMES, BertConfig
-from bert_tf.modeling.heads import HEADS
+from bert_tf.modeling.heads import HEADS, ClassificationHead
 from bert_tf.modeling.pretrainer import BertPretrainer
 from bert_tf.modeling.task_models import BertClassifier, BertSpanLabeler
 from bert_tf.training import finetuning, tasks
@@ -28,13 +29,21 @@ def _classification_features(config, n=64, seq=16, seed=0):
 
 @pytest.mark.parametrize("head", HEADS)
 def test_heads_ignore_padding(tiny_config, head):
-    model = BertClassifier(tiny_config, num_classes=3, head=head, head_args={"last_n": 2})
+    model = BertClassifier(tiny_config, num_classes=3, head=head)  # concat_last_n: both layers
     features = _classification_features(tiny_config, n=4)
     inputs = {k: features[k] for k in INPUT_NAMES}
     padded = {k: np.pad(v, ((0, 0), (0, 8))) for k, v in inputs.items()}
     padded["input_word_ids"][:, -8:] = 5
     np.testing.assert_allclose(model(inputs)["logits"], model(padded)["logits"], atol=1e-5)
     assert model(inputs)["logits"].shape == (4, 3)
+
+
+def test_concat_last_n_takes_four_layers_or_every_layer_of_a_shallower_encoder(tiny_config):
+    deep = dataclasses.replace(tiny_config, num_hidden_layers=6)
+    assert ClassificationHead(deep, 2, head="concat_last_n").last_n == 4
+    assert ClassificationHead(tiny_config, 2, head="concat_last_n").last_n == 2  # 2 layers, as BERT-Tiny
+    with pytest.raises(ValueError, match="last_n=3 must be in"):
+        ClassificationHead(tiny_config, 2, head="concat_last_n", last_n=3)
 
 
 def test_finetunes_classifier_and_keeps_the_best(tiny_config, tmp_path):
