@@ -48,7 +48,7 @@ FLAGS = flags.FLAGS
 
 NSP_TARGET = 0.70
 # The recipe's settings recorded with the figures (recipe_<name> in the JSON).
-RECIPE = ("max_seq_length", "train_batch_size", "learning_rate", "num_warmup_steps", "num_train_steps")
+RECIPE = ("model_preset", "max_seq_length", "train_batch_size", "learning_rate", "num_warmup_steps", "num_train_steps")
 # --quick: a tiny model for a few steps (the targets are not reached; the figures mean nothing).
 QUICK = ["--model_preset=tiny_chinese", "--vocab_size=300", "--dupe_factor=1", "--max_seq_length=32",
          "--max_predictions_per_seq=5", "--train_batch_size=8", "--eval_batch_size=8", "--num_train_steps=4",

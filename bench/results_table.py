@@ -18,6 +18,7 @@ import os
 from absl import app, flags
 
 import bench_util
+from bert_tf.configs import get_preset
 
 flags.DEFINE_string("results_dir", os.path.join(os.path.dirname(__file__), "results"), "Where the JSON files are.")
 flags.DEFINE_string("readme", os.path.join(os.path.dirname(__file__), "..", "README.md"), "File to update.")
@@ -29,7 +30,7 @@ START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 DEMO_START, DEMO_END = "<!-- pretraining-demo:start -->", "<!-- pretraining-demo:end -->"
 DEMO_ROW = (
     "| demo | command | result | measured on |\n|---|---|---|---|\n"
-    "| pretraining, People's Daily (an article a document), BERT-Mini from scratch, {steps:,} steps at length "
+    "| pretraining, People's Daily (an article a document), {model_text} from scratch, {steps:,} steps at length "
     "{recipe_max_seq_length}, batch {recipe_train_batch_size}, learning rate {recipe_learning_rate} with "
     "{recipe_num_warmup_steps} warmup steps, AdamW without bias correction (the original's), `--balanced_nsp` "
     "| `python run_pretraining.py --flagfile=flags/pretrain_demo.flags` | held-out MLM loss {last_mlm_loss:.2f} "
@@ -138,7 +139,11 @@ def table(records: list[dict]) -> str:
 
 def demo_row(record: dict) -> str:
     """The README's pretraining-demo table from a demo_time_to_quality record."""
-    return DEMO_ROW.format(**record, demo_wall_minutes=record["demo_wall_seconds"] / 60,
+    preset = record["recipe_model_preset"]
+    config = get_preset(preset)
+    model_text = (f"BERT-{preset.split('_')[0].capitalize()} ({config.num_hidden_layers} layers, "
+                  f"hidden {config.hidden_size})")
+    return DEMO_ROW.format(**record, model_text=model_text, demo_wall_minutes=record["demo_wall_seconds"] / 60,
                            quick_text=" (--quick: not meaningful)" if record.get("quick") else "")
 
 

@@ -68,6 +68,7 @@ def test_results_table_renders_every_file_into_the_readme(quick_results, tmp_pat
         "<!-- pretraining-demo:end -->\n")
     assert "old" not in text and "<!-- bench:end -->\nafter\n<!-- pretraining-demo:start -->\n| demo |" in text
     assert "`python run_pretraining.py --flagfile=flags/pretrain_demo.flags` | held-out MLM loss" in text
+    assert "BERT-Tiny (2 layers, hidden 128) from scratch" in text  # --quick's model preset, tiny_chinese
     for name in SCRIPTS:
         assert f"| {name} |" in text and f"- {name}: " in text and "(--quick: not meaningful)" in text
 
