@@ -25,7 +25,9 @@ fastest setting, and two efficiency figures per setting:
   - model FLOPs utilisation: FLOPs per sequence x sequences/second over a
     2048x2048 matmul peak at the same precision.
 The floors and peaks are measured in every round, between the steps, and the
-best round counts. One run on a shared machine: ratios, not guarantees.
+best round counts; so is the memory bandwidth of an element-wise op
+(`bench_util.measure_copy_bandwidth`), what the work above the floor mostly
+waits on. One run on a shared machine: ratios, not guarantees.
 """
 
 from __future__ import annotations
@@ -166,6 +168,7 @@ def main(argv: list[str]) -> None:
     gemms = {lib: metrics.pretraining_gemms(config, FLAGS.batch, FLAGS.seq, FLAGS.predictions, nsp=lib == "bert_tf")
              for lib in LIBRARIES}
     floors: dict = {(lib, p): [] for lib in LIBRARIES for p in precisions}
+    bandwidths = []
     seconds = 0.2 if FLAGS.quick else 1.0
     for _ in range(FLAGS.rounds):
         for key, step in runs.items():
@@ -175,10 +178,12 @@ def main(argv: list[str]) -> None:
             peaks[precision].append(metrics.measure_matmul_peak(dtype, seconds=seconds))
             for lib in LIBRARIES:
                 floors[(lib, precision)].append(metrics.measure_gemm_floor(gemms[lib], dtype, seconds=seconds))
+        bandwidths.append(bench_util.measure_copy_bandwidth(seconds=seconds))
     median = {key: statistics.median(v) for key, v in speed.items()}
     spread = {key: (min(v), max(v)) for key, v in speed.items()}
     peak = {precision: max(values) for precision, values in peaks.items()}
     floor = {key: min(values) for key, values in floors.items()}
+    bandwidth = max(bandwidths)
     flops = metrics.pretraining_flops_per_sequence(config, FLAGS.seq, FLAGS.predictions)
 
     device = tf.config.list_logical_devices()[-1].device_type
@@ -187,13 +192,15 @@ def main(argv: list[str]) -> None:
           f"{flops / 1e9:.2f} GFLOP per sequence; matmul peak float32 {peak['float32'] / 1e9:.0f} "
           f"GFLOP/s, bfloat16 {peak['mixed_bfloat16'] / 1e9:.0f} GFLOP/s; the step's matmuls alone take "
           f"{1e3 * floor[('bert_tf', 'float32')]:.1f} ms in float32, "
-          f"{1e3 * floor[('bert_tf', 'mixed_bfloat16')]:.1f} ms in bfloat16")
+          f"{1e3 * floor[('bert_tf', 'mixed_bfloat16')]:.1f} ms in bfloat16; an element-wise op moves "
+          f"{bandwidth / 1e9:.1f} GB/s")
     figures: dict = {"preset": FLAGS.preset, "seq": FLAGS.seq, "batch": FLAGS.batch,
                      "predictions": FLAGS.predictions, "gflop_per_sequence": flops / 1e9,
                      "peak_gflops_float32": peak["float32"] / 1e9,
                      "peak_gflops_bfloat16": peak["mixed_bfloat16"] / 1e9,
                      "floor_ms_float32": 1e3 * floor[("bert_tf", "float32")],
-                     "floor_ms_bfloat16": 1e3 * floor[("bert_tf", "mixed_bfloat16")]}
+                     "floor_ms_bfloat16": 1e3 * floor[("bert_tf", "mixed_bfloat16")],
+                     "copy_gb_per_s": bandwidth / 1e9}
     for (lib, (precision, jit)), value in median.items():
         mfu = flops * value / peak[precision]
         floor_ratio = FLAGS.batch / value / floor[(lib, precision)]

@@ -12,7 +12,8 @@ by op type and by op (layer indices merged), and of the XLA kernels the step lau
 pieces, AdamW updates). TensorFlow runs one op at a time here (one inter-op thread, both
 cores inside each op), so the kernels' times add up to the step instead of overlapping; on
 2 cores this setting ran the step as fast as the default one (537 against 530-610 ms,
-alternating processes). What no kernel accounts for is the executor's own time.
+alternating processes) in one test and at 0.95x in another (483-497 against 450-475 ms).
+What no kernel accounts for is the executor's own time.
 """
 
 from __future__ import annotations

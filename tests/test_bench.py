@@ -17,7 +17,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # script -> keys its JSON must hold (beyond the machine and version keys every file has).
 SCRIPTS = {
     "pretrain_throughput": ["ratio_best_vs_keras_hub", "ratio_default_vs_keras_hub", "mfu", "floor_ratio",
-                            "keras_hub_floor_ratio",
+                            "keras_hub_floor_ratio", "copy_gb_per_s",
                             "bert_tf_float32_seq_per_s", "keras_hub_float32_seq_per_s"],
     "input_pipeline": ["ratio_tokenize_pack_vs_hugging_face", "ratio_pipeline_vs_consumption"],
     "serving_latency": ["ours_b1_p50_ms", "ours_b1_p99_ms", "ratio_b1_p50", "ratio_b1_p50_best",
