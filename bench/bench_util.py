@@ -11,10 +11,8 @@ from __future__ import annotations
 import datetime
 import importlib.metadata
 import json
-import math
 import os
 import platform
-import time
 
 from absl import flags
 
@@ -72,30 +70,6 @@ def machine() -> dict[str, str | int]:
         "version_tokenizers": _version("tokenizers"),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
     }
-
-
-def measure_copy_bandwidth(megabytes: int = 64, seconds: float = 1.0) -> float:
-    """Bytes/second that TensorFlow moves through memory in an element-wise op (the best call).
-
-    `x * 2` over a float32 tensor of `megabytes` (read once, written once, both far beyond the
-    caches): the memory-bound counterpart of a matmul peak, for the element-wise kernels, casts
-    and optimizer updates of a step, whose speed moves with what a shared host leaves free.
-    """
-    import tensorflow as tf
-
-    x = tf.ones([megabytes * 2 ** 20 // 4])
-
-    @tf.function
-    def scale(x):
-        return (x * 2.0)[0]  # one element goes out: an unread product would be pruned
-
-    scale(x).numpy()
-    best, start = math.inf, time.perf_counter()
-    while time.perf_counter() - start < seconds or best == math.inf:
-        call = time.perf_counter()
-        scale(x).numpy()
-        best = min(best, time.perf_counter() - call)
-    return 2 * megabytes * 2 ** 20 / best
 
 
 def write_json(path: str | None, script: str, figures: dict[str, float | int | str]) -> None:

@@ -26,7 +26,7 @@ fastest setting, and two efficiency figures per setting:
     2048x2048 matmul peak at the same precision.
 The floors and peaks are measured in every round, between the steps, and the
 best round counts; so is the memory bandwidth of an element-wise op
-(`bench_util.measure_copy_bandwidth`), what the work above the floor mostly
+(`metrics.measure_copy_bandwidth`), what the work above the floor mostly
 waits on. One run on a shared machine: ratios, not guarantees.
 """
 
@@ -178,7 +178,7 @@ def main(argv: list[str]) -> None:
             peaks[precision].append(metrics.measure_matmul_peak(dtype, seconds=seconds))
             for lib in LIBRARIES:
                 floors[(lib, precision)].append(metrics.measure_gemm_floor(gemms[lib], dtype, seconds=seconds))
-        bandwidths.append(bench_util.measure_copy_bandwidth(seconds=seconds))
+        bandwidths.append(metrics.measure_copy_bandwidth(seconds=seconds))
     median = {key: statistics.median(v) for key, v in speed.items()}
     spread = {key: (min(v), max(v)) for key, v in speed.items()}
     peak = {precision: max(values) for precision, values in peaks.items()}

@@ -90,12 +90,33 @@ def measure_gemm_floor(gemms: list[Gemm], dtype: tf.DType = tf.float32, seconds:
         # time), and one element of each product goes out (an unread result would be pruned).
         return tf.add_n([tf.cast(tf.matmul(a, b)[0, 0, 0], tf.float32) for a, b in operands])
 
-    run_all(operands).numpy()
+    return _best_call(lambda: run_all(operands).numpy(), seconds)
+
+
+def measure_copy_bandwidth(megabytes: int = 64, seconds: float = 1.0) -> float:
+    """Bytes/second an element-wise op moves through memory on the default device (the best call).
+
+    `x * 2` over `megabytes` of float32, read once and written once, far beyond the caches:
+    the memory-bound counterpart of the matmul peak, for a step's element-wise kernels, casts
+    and optimizer updates.
+    """
+    x = tf.ones([megabytes * 2 ** 20 // 4])
+
+    @tf.function
+    def scale(x):
+        return (x * 2.0)[0]  # one element goes out, as in measure_gemm_floor
+
+    return 2 * megabytes * 2 ** 20 / _best_call(lambda: scale(x).numpy(), seconds)
+
+
+def _best_call(call, seconds: float) -> float:
+    """The fastest of the calls of `call()` made in `seconds` (after one warm-up call), in seconds."""
+    call()
     best, start = math.inf, time.perf_counter()
     while time.perf_counter() - start < seconds or best == math.inf:
-        call = time.perf_counter()
-        run_all(operands).numpy()
-        best = min(best, time.perf_counter() - call)
+        begin = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - begin)
     return best
 
 

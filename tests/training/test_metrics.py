@@ -72,3 +72,9 @@ def test_flops_per_sequence_is_the_closed_form(preset, seq, predictions):
 def test_gemm_floor_runs_every_product():
     gemms = metrics.pretraining_gemms(dataclasses.replace(get_preset("tiny_uncased"), vocab_size=50), 2, 8, 2)
     assert 0 < metrics.measure_gemm_floor(gemms, tf.bfloat16, seconds=0.05) < 60
+
+
+def test_copy_bandwidth_counts_the_bytes_read_and_written():
+    # 8 MB read and 8 MB written per call: between 0.1 GB/s and 10 TB/s on any machine, where a
+    # mistake of 2**20 in the bytes counted would fall outside.
+    assert 1e8 < metrics.measure_copy_bandwidth(megabytes=8, seconds=0.05) < 1e13
