@@ -13,9 +13,14 @@ from bert_tf.training import metrics
 
 
 def _graph_matmuls(graph) -> list[int]:
-    """FLOPs of each MatMul, BatchMatMul and Einsum of a traced graph."""
+    """FLOPs of each MatMul, BatchMatMul and Einsum of a traced graph.
+
+    Products with a row of ones (`tf.ones`, a Fill) are sums, bias gradients, not GEMMs of the model.
+    """
     flops = []
     for op in graph.get_operations():
+        if op.type == "MatMul" and any(t.op.type == "Fill" for t in op.inputs):
+            continue
         if op.type in ("MatMul", "BatchMatMulV2", "BatchMatMulV3"):
             a = op.inputs[0].shape
             k = a[-2] if op.get_attr("transpose_a" if op.type == "MatMul" else "adj_x") else a[-1]
