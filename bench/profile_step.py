@@ -9,7 +9,9 @@ warms it up, traces `--steps` steps with `tf.profiler.experimental` and reads th
 (the XSpace protobuf the profiler writes): the time of every TensorFlow kernel, grouped
 by op type and by op (layer indices merged), and of the XLA kernels the step launches
 (bert_tf's fused softmax + dropout, LayerNorms with dropout, GELU, masked-LM head and loss
-pieces, AdamW updates). TensorFlow runs one op at a time here (one inter-op thread, both
+pieces, AdamW updates), those also split by the compiled function each runs, forward and
+backward apart (the function of the op that launched it, looked up in the runtime's
+function library). TensorFlow runs one op at a time here (one inter-op thread, both
 cores inside each op), so the kernels' times add up to the step instead of overlapping; on
 2 cores this setting ran the step as fast as the default one (537 against 530-610 ms,
 alternating processes) in one test and at 0.95x in another (483-497 against 450-475 ms).
@@ -33,6 +35,7 @@ import tensorflow as tf
 tf.config.threading.set_inter_op_parallelism_threads(1)
 
 from absl import app, flags  # noqa: E402
+from tensorflow.python.eager import context  # noqa: E402
 from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
 
 import bench_util  # noqa: E402
@@ -53,30 +56,63 @@ def op_group(op_type: str) -> str:
     return op_type
 
 
-def kernel_times(logdir: str, steps: int) -> tuple[collections.Counter, collections.Counter]:
-    """ms per step by group and by op, read from the profiler's trace in `logdir`."""
+def called_functions() -> dict[str, str]:
+    """Op name -> the function it calls, for every call op in the runtime's function library."""
+    ctx = context.context()
+    calls = {}
+    for function in ctx.list_function_names():
+        for node in ctx.get_function_def(function).node_def:
+            if node.op in ("PartitionedCall", "StatefulPartitionedCall"):
+                calls[node.name] = node.attr["f"].func.name
+    return calls
+
+
+def kernel_name(function: str) -> str:
+    """`__inference___backward_dropout_add_norm_5042_5255` -> `dropout_add_norm (backward)`."""
+    match = re.fullmatch(r"__(?:inference___(backward)_|(forward)_|inference_)(.+?)(?:_\d+)+", function)
+    if not match:
+        return function
+    kind = match.group(1) or match.group(2)
+    return match.group(3) + (f" ({kind})" if kind else "")
+
+
+def kernel_times(logdir: str, steps: int, calls: dict[str, str]
+                 ) -> tuple[collections.Counter, collections.Counter, collections.Counter]:
+    """ms per step by group, by op and by XLA kernel, read from the profiler's trace in `logdir`.
+
+    An XLA kernel is named after the function of the op whose execution (the
+    executor's `ProcessAsync` event just before it on the same thread) launched it.
+    """
     path = sorted(glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")))[-1]
     space = xplane_pb2.XSpace()
     with open(path, "rb") as f:
         space.ParseFromString(f.read())
     host = next(plane for plane in space.planes if plane.name == "/host:CPU")
+    stat_names = {key: meta.name for key, meta in host.stat_metadata.items()}
     groups: collections.Counter = collections.Counter()
     ops: collections.Counter = collections.Counter()
+    kernels: collections.Counter = collections.Counter()
     for line in host.lines:
         if not line.name.startswith("tf_Compute"):
             continue  # the python thread and the kernels' own worker threads
-        for event in line.events:
+        launcher = None
+        for event in sorted(line.events, key=lambda e: e.offset_ps):
             name = host.event_metadata[event.metadata_id].name
             ms = event.duration_ps / 1e9 / steps
-            if name == "CpuExecutable::ExecuteAsyncOnStream":
+            if name == "ExecutorState::ProcessAsync::Start":
+                launcher = next((stat_names.get(s.ref_value, s.str_value) for s in event.stats
+                                 if stat_names.get(s.metadata_id) == "name"), None)
+            elif name == "CpuExecutable::ExecuteAsyncOnStream":
                 groups[XLA_KERNEL] += ms
+                op = re.sub(r"^StatefulPartitionedCall/", "", launcher or "")
+                kernels[kernel_name(calls.get(op, "unknown"))] += ms
             elif ":" in name and "::" not in name:
                 op, op_type = name.rsplit(":", 1)
                 groups[op_group(op_type)] += ms
                 op = re.sub(r"^StatefulPartitionedCall/", "", op)
                 op = re.sub(r"layer_\d+(_\d+)?/", "layer_*/", op)
                 ops[f"{re.sub(r'_[0-9]+(?=/)', '', op)} ({op_type})"] += ms
-    return groups, ops
+    return groups, ops, kernels
 
 
 def main(argv: list[str]) -> None:
@@ -98,7 +134,7 @@ def main(argv: list[str]) -> None:
         float(out)
         step_ms = 1e3 * (time.perf_counter() - start) / FLAGS.steps
         tf.profiler.experimental.stop()
-        groups, ops = kernel_times(logdir, FLAGS.steps)
+        groups, ops, kernels = kernel_times(logdir, FLAGS.steps, called_functions())
     groups["executor and other (no kernel)"] = max(0.0, step_ms - sum(groups.values()))
     print(f"bert_tf pretraining step, {FLAGS.preset}, batch {FLAGS.batch}, seq {FLAGS.seq}, "
           f"{precision}: {step_ms:.1f} ms per step under the profiler ({FLAGS.steps} steps)")
@@ -113,6 +149,10 @@ def main(argv: list[str]) -> None:
     for rank, (op, ms) in enumerate(ops.most_common(FLAGS.top), 1):
         print(f"  {ms:7.1f} ms {100 * ms / step_ms:5.1f}%  {op}")
         figures[f"op_{rank}"], figures[f"op_{rank}_ms"] = op, ms
+    print(f"top {FLAGS.top} XLA kernels, by the function they run (layers merged):")
+    for rank, (kernel, ms) in enumerate(kernels.most_common(FLAGS.top), 1):
+        print(f"  {ms:7.1f} ms {100 * ms / step_ms:5.1f}%  {kernel}")
+        figures[f"xla_{rank}"], figures[f"xla_{rank}_ms"] = kernel, ms
     bench_util.write_json(FLAGS.output_json, "profile_step", figures)
 
 

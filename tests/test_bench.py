@@ -26,7 +26,7 @@ SCRIPTS = {
     "activation_memory": ["ratio_memory_recompute_vs_keep", "ratio_speed_recompute_vs_keep",
                           "keep_peak_mib", "recompute_peak_mib"],
     "demo_time_to_quality": ["wall_seconds", "eval_seconds_mean", "steps"],
-    "profile_step": ["step_ms", "group_1_ms", "group_1_share", "op_1_ms"],
+    "profile_step": ["step_ms", "group_1_ms", "group_1_share", "op_1_ms", "xla_1_ms"],
     "onednn_cpu": ["ratio_speed_on_vs_off", "on_step_ms", "off_step_ms"],
 }
 
