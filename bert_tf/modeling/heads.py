@@ -17,7 +17,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.configs import BertConfig
-from bert_tf.modeling.layers import BitDropout, config_from, initializer
+from bert_tf.modeling.layers import BitDropout, Conv1D, config_from, initializer
 
 HEADS = ("pooled", "conv", "conv_avg_max", "concat_last_n")
 
@@ -91,8 +91,8 @@ class ClassificationHead(keras.layers.Layer):
         self.conv_kernel_sizes = tuple(conv_kernel_sizes)
         self.last_n = last_n
         self.dropout = BitDropout(self.config.hidden_dropout_prob)
-        self.convs = [keras.layers.Conv1D(conv_filters, k, padding="same", activation="relu",
-                                          kernel_initializer=initializer(self.config), name=f"conv_{k}")
+        self.convs = [Conv1D(conv_filters, k, padding="same", activation="relu",
+                             kernel_initializer=initializer(self.config), name=f"conv_{k}")
                       for k in self.conv_kernel_sizes] if head.startswith("conv") else []
         self.dense = OutputLogits(num_classes, self.config, name="output")
 

@@ -10,7 +10,7 @@ from bert_tf.configs import BertConfig
 from bert_tf.modeling.crf import CRF
 from bert_tf.modeling.encoder import BertEncoder, encoder_inputs
 from bert_tf.modeling.heads import ClassificationHead, OutputLogits
-from bert_tf.modeling.layers import BitDropout, config_from, initializer
+from bert_tf.modeling.layers import BitDropout, Dense, config_from, initializer
 
 _REGISTER = keras.saving.register_keras_serializable(package="bert_tf")
 
@@ -87,8 +87,7 @@ class BertTagger(_TaskModel):
         # === Layers ===
         self.encoder = BertEncoder(config)
         self.dropout = BitDropout(config.hidden_dropout_prob)
-        self.emissions = keras.layers.Dense(num_tags, kernel_initializer=initializer(config),
-                                            name="tagger")
+        self.emissions = Dense(num_tags, kernel_initializer=initializer(config), name="tagger")
         self.crf = None
         if use_crf:
             self.crf = CRF(num_tags, allowed=crf_allowed,

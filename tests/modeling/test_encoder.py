@@ -4,7 +4,8 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.modeling.encoder import BertEncoder
-from bert_tf.modeling.layers import BertEmbeddings, Pooler, PositionEmbedding, TransformerBlock
+from bert_tf.modeling.layers import (BertEmbeddings, Conv1D, Dense, Pooler, PositionEmbedding,
+                                     TransformerBlock)
 from tests.conftest import encoder_features, random_batch
 
 
@@ -379,3 +380,22 @@ def test_projection_written_out_gradient_matches_autodiff(dtype, atol):
     traced = tf.function(project, input_signature=[tf.TensorSpec([None, None, 32], dtype),
                                                   tf.TensorSpec([32, 48], dtype)])
     assert traced(x, kernel).shape == (3, 40, 48)
+
+
+@pytest.mark.parametrize("make, shape", [(lambda: Dense(3), [4096, 5]),
+                                         (lambda: Conv1D(3, 2, padding="same"), [8, 512, 5])])
+def test_bias_gradient_sums_in_float32_under_mixed_bfloat16(make, shape):
+    # TensorFlow's BiasAddGrad, which Keras' own layers reach, sums bfloat16 in
+    # bfloat16 on a CPU: 4096 ones came out 256.
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        layer = make()
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    x = tf.ones(shape, tf.bfloat16)
+    layer(x)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tf.cast(layer(x), tf.float32))
+    assert layer.bias.dtype == "float32"
+    np.testing.assert_array_equal(tape.gradient(loss, layer.bias).numpy(), [4096.0] * 3)
+
