@@ -109,7 +109,7 @@ def time_to_quality(records: list[dict[str, float]], start: float, demo_eval_eve
             f"{figures[f'demo_seconds_to_{name}'] / 60:.1f} min (step {figures[f'steps_to_{name}']})"
             if figures[f"reached_{name}"] else f"not reached in {records[-1]['step']} steps")
     figures["eval_seconds_mean"] = mean_eval
-    figures["nsp_curve_text"] = ", ".join(f"{100 * r['nsp_accuracy']:.0f}% at {r['step']}" for r in records)
+    figures["nsp_curve_text"] = ", ".join(f"{100 * r['nsp_accuracy']:.1f}% at {r['step']}" for r in records)
     return figures
 
 
