@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from collections import Counter
@@ -72,12 +73,13 @@ def pretraining_flops_per_sequence(config: BertConfig, seq_length: int, max_pred
     return float(sum(g.flops for g in pretraining_gemms(config, 1, seq_length, max_predictions)))
 
 
-def measure_gemm_floor(gemms: list[Gemm], dtype: tf.DType = tf.float32, seconds: float = 1.0) -> float:
-    """Seconds that `gemms` alone take, run back to back as one compiled function (the best call).
+def gemm_floor_call(gemms: list[Gemm], dtype: tf.DType = tf.float32) -> functools.partial:
+    """A call that runs `gemms` alone, back to back as one compiled function (`float()` of
+    its result waits for them).
 
     The floor a training step with these matmuls could reach on this device:
-    its step time over this is how far the rest of the step (element-wise ops,
-    gathers, the optimizer, the framework) keeps it from its matmuls' own speed.
+    its step time over this call's is how far the rest of the step (element-wise
+    ops, gathers, the optimizer, the framework) keeps it from its matmuls' own speed.
     """
     # Operands of their own for every product: products of equal inputs would be merged
     # into one (common subexpressions), as the step's products never are.
@@ -90,7 +92,7 @@ def measure_gemm_floor(gemms: list[Gemm], dtype: tf.DType = tf.float32, seconds:
         # time), and one element of each product goes out (an unread result would be pruned).
         return tf.add_n([tf.cast(tf.matmul(a, b)[0, 0, 0], tf.float32) for a, b in operands])
 
-    return _best_call(lambda: run_all(operands).numpy(), seconds)
+    return functools.partial(run_all, operands)
 
 
 def measure_copy_bandwidth(megabytes: int = 64, seconds: float = 1.0) -> float:
@@ -104,7 +106,7 @@ def measure_copy_bandwidth(megabytes: int = 64, seconds: float = 1.0) -> float:
 
     @tf.function
     def scale(x):
-        return (x * 2.0)[0]  # one element goes out, as in measure_gemm_floor
+        return (x * 2.0)[0]  # one element goes out, as in gemm_floor_call
 
     return 2 * megabytes * 2 ** 20 / _best_call(lambda: scale(x).numpy(), seconds)
 
