@@ -26,7 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app, flags
 
 import bench_util
-from pretrain_throughput import model_config, ours, random_batch, sequences_per_second  # also defines --preset, --seq, --batch, ...
+from pretrain_throughput import model_config, ours, random_batch, seconds_per_call  # also defines --preset, --seq, --batch, ...
 
 flags.DEFINE_integer("pairs", 3, "Child processes per setting, alternating.", lower_bound=1)
 flags.DEFINE_bool("child", False, "Internal: time the step in this process and print JSON.")
@@ -46,7 +46,7 @@ def _child() -> dict:
     step = ours(config, precision, False, batch)
     for _ in range(2):
         float(step())
-    times = [FLAGS.batch / sequences_per_second(step, FLAGS.steps, FLAGS.batch) for _ in range(FLAGS.rounds)]
+    times = [seconds_per_call(step, FLAGS.steps) for _ in range(FLAGS.rounds)]
     dtype = tf.bfloat16 if "bfloat16" in precision else tf.float32
     return {"step_ms": 1e3 * statistics.median(times), "precision": precision,
             "onednn": bool(_pywrap_util_port.IsMklEnabled()),

@@ -140,13 +140,18 @@ def keras_hub_model(config, precision: str, jit: bool, batch: dict):
     return lambda: model.train_function(iterator)["loss"]
 
 
+def seconds_per_call(call, calls: int) -> float:
+    """Mean seconds of `calls` back-to-back calls of a (warmed-up) function returning a tensor."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        out = call()
+    float(out)  # waits for the last call
+    return (time.perf_counter() - start) / calls
+
+
 def sequences_per_second(step, steps: int, batch: int) -> float:
     """Sequences/second of `steps` calls of a (warmed-up) step on batches of `batch`."""
-    start = time.perf_counter()
-    for _ in range(steps):
-        out = step()
-    float(out)  # waits for the last step
-    return steps * batch / (time.perf_counter() - start)
+    return batch / seconds_per_call(step, steps)
 
 
 def main(argv: list[str]) -> None:
@@ -180,8 +185,7 @@ def main(argv: list[str]) -> None:
             # The step's matmuls alone, right after it and timed as it is: a ratio of two times
             # taken under the same load, round by round.
             lib, (precision, _) = key
-            floors[key].append(FLAGS.batch / sequences_per_second(floor_calls[(lib, precision)], FLAGS.steps,
-                                                                   FLAGS.batch))
+            floors[key].append(seconds_per_call(floor_calls[(lib, precision)], FLAGS.steps))
         # The matmul peaks are measured in every round too; the best round counts.
         for precision, dtype in precisions.items():
             peaks[precision].append(metrics.measure_matmul_peak(dtype, seconds=seconds))
