@@ -196,8 +196,8 @@ def main(argv: list[str]) -> None:
     floor_ratios = {key: [FLAGS.batch / v / f for v, f in zip(speed[key], floors[key])] for key in runs}
     peak = {precision: max(values) for precision, values in peaks.items()}
     # The fastest floor of each precision, over its rounds and settings (the figure printed and kept).
-    floor = {precision: min(min(times) for (lib, (p, _)), times in floors.items() if (lib, p) == ("bert_tf", precision))
-             for precision in precisions}
+    floor = {precision: min(t for (lib, (p, _)), times in floors.items() if lib == "bert_tf" and p == precision
+                            for t in times) for precision in precisions}
     bandwidth = max(bandwidths)
     flops = metrics.pretraining_flops_per_sequence(config, FLAGS.seq, FLAGS.predictions)
 
@@ -219,12 +219,13 @@ def main(argv: list[str]) -> None:
     for (lib, (precision, jit)), value in median.items():
         mfu = flops * value / peak[precision]
         ratios = floor_ratios[(lib, (precision, jit))]
+        floor_ratio = statistics.median(ratios)
         name = f"{lib}_{precision}{'_xla' if jit else ''}"
         figures[f"{name}_seq_per_s"], figures[f"{name}_mfu"] = value, mfu
-        figures[f"{name}_floor_ratio"] = statistics.median(ratios)
+        figures[f"{name}_floor_ratio"] = floor_ratio
         low, high = spread[(lib, (precision, jit))]
         print(f"  {lib:9s} {precision:15s} xla={'on ' if jit else 'off'} {value:8.1f} seq/s "
-              f"(rounds {low:.1f}-{high:.1f})  step / matmul floor {statistics.median(ratios):5.2f} "
+              f"(rounds {low:.1f}-{high:.1f})  step / matmul floor {floor_ratio:5.2f} "
               f"(rounds {min(ratios):.2f}-{max(ratios):.2f})  MFU {100 * mfu:5.1f}%")
 
     # Keras resolves jit_compile="auto" to XLA on when TensorFlow sees a GPU, off on a CPU.
