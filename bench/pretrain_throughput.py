@@ -168,7 +168,7 @@ def main(argv: list[str]) -> None:
     for step in runs.values():  # trace, compile and warm up
         for _ in range(2):
             float(step())
-    speed: dict = {key: [] for key in runs}
+    step_seconds: dict = {key: [] for key in runs}
     precisions = {"float32": tf.float32, "mixed_bfloat16": tf.bfloat16}
     peaks: dict = {p: [] for p in precisions}
     floor_calls = {(lib, p): metrics.gemm_floor_call(
@@ -181,7 +181,7 @@ def main(argv: list[str]) -> None:
     seconds = 0.2 if FLAGS.quick else 1.0
     for _ in range(FLAGS.rounds):
         for key, step in runs.items():
-            speed[key].append(sequences_per_second(step, FLAGS.steps, FLAGS.batch))
+            step_seconds[key].append(seconds_per_call(step, FLAGS.steps))
             # The step's matmuls alone, right after it and timed as it is: a ratio of two times
             # taken under the same load, round by round.
             lib, (precision, _) = key
@@ -190,10 +190,11 @@ def main(argv: list[str]) -> None:
         for precision, dtype in precisions.items():
             peaks[precision].append(metrics.measure_matmul_peak(dtype, seconds=seconds))
         bandwidths.append(metrics.measure_copy_bandwidth(seconds=seconds))
+    speed = {key: [FLAGS.batch / t for t in times] for key, times in step_seconds.items()}
     median = {key: statistics.median(v) for key, v in speed.items()}
     spread = {key: (min(v), max(v)) for key, v in speed.items()}
-    # Step time over floor time in each round (the step's time is FLAGS.batch / speed).
-    floor_ratios = {key: [FLAGS.batch / v / f for v, f in zip(speed[key], floors[key])] for key in runs}
+    # Step time over floor time in each round.
+    floor_ratios = {key: [t / f for t, f in zip(step_seconds[key], floors[key])] for key in runs}
     peak = {precision: max(values) for precision, values in peaks.items()}
     # The fastest floor of each precision, over its rounds and settings (the figure printed and kept).
     floor = {precision: min(t for (lib, (p, _)), times in floors.items() if lib == "bert_tf" and p == precision
