@@ -219,6 +219,19 @@ def test_training_kernels_take_sequences_of_unknown_length(tiny_config):
         assert all(np.isfinite(tf.convert_to_tensor(g).numpy()).all() for g in grads if g is not None)
 
 
+@pytest.mark.parametrize("width", [1, 7, 24, 128])
+def test_row_max_by_halves_is_the_maximum(width):
+    from bert_tf.modeling.layers import _row_max
+
+    x = np.random.default_rng(width).normal(size=(3, 5, width)).astype(np.float32)
+    x[1, 2, -1] = 50.0  # the maximum in the last column, which halving moves first
+    compiled = tf.function(_row_max, jit_compile=True)
+    for fn in (_row_max, compiled):
+        np.testing.assert_array_equal(fn(tf.constant(x)), x.max(-1, keepdims=True))
+    unknown = tf.function(_row_max, input_signature=[tf.TensorSpec([None, None, None], tf.float32)])
+    np.testing.assert_array_equal(unknown(tf.constant(x)), x.max(-1, keepdims=True))
+
+
 def test_dropout_kernels_drop_at_the_rate_and_rescale():
     from bert_tf.modeling.layers import (drop_threshold, dropout_add_norm, dropout_bits, norm_dropout,
                                          softmax_dropout)
