@@ -520,13 +520,13 @@ def softmax_dropout(scores: tf.Tensor, bias: tf.Tensor, seed: tf.Tensor | None,
                      rate: float) -> tf.Tensor:
     """dropout(softmax(scores + bias)), computed in float32, returned in scores' dtype.
 
-    The softmax is written out with its row maximum a `_row_max` and its row
-    sum a `_row_sum`: forward and backward 3.2 -> 2.8 and 3.8 -> 3.4 ms in two runs at
-    [32, 4, 128, 128] bfloat16 against `tf.nn.softmax`, which XLA reduces row by row. The
-    backward pass is written out too: probs * (g - sum(g * probs)) along each
-    row, g the gradient through the dropout (its mask drawn again from the
-    seed) and the sum a `_row_sum`. 1.4x autodiff's forward and backward
-    (5.0 -> 3.5 ms at [32, 4, 128, 128] bfloat16). No gradient flows to `bias`.
+    The softmax is written out, its row maximum a `_row_max` and its row sum a
+    `_row_sum`, where XLA reduces `tf.nn.softmax` row by row: forward and backward
+    3.2 -> 2.8 and 3.8 -> 3.4 ms in two runs at [32, 4, 128, 128] bfloat16. So is
+    the backward pass: probs * (g - sum(g * probs)) along each row, g the
+    gradient through the dropout (its mask drawn again from the seed) and the
+    sum a `_row_sum`, 1.4x autodiff's forward and backward (5.0 -> 3.5 ms at
+    [32, 4, 128, 128] bfloat16). No gradient flows to `bias`.
     """
 
     @tf.custom_gradient
@@ -623,11 +623,12 @@ def _row_sum(x: tf.Tensor) -> tf.Tensor:
 
 def _row_max(x: tf.Tensor) -> tf.Tensor:
     """Maximum of x over its last axis, keeping it: the elementwise maximum of its two halves,
-    again while the width is even, then a reduction over what is left (an odd width).
+    halved again while the width is even, then a reduction over what is left (an odd width).
 
     Inside an XLA kernel on a CPU, where a reduction along a row runs at about one
-    element per cycle and a maximum, unlike a sum, is no product: a row of 128
-    is 7 vector maxima. A width unknown when traced is reduced as it is.
+    element per cycle and a maximum, unlike a sum, cannot be a product with ones:
+    a row of 128 takes seven elementwise maxima. A width unknown when traced is
+    reduced as it is.
     """
     while x.shape[-1] is not None and x.shape[-1] > 1 and x.shape[-1] % 2 == 0:
         half = x.shape[-1] // 2
