@@ -224,7 +224,7 @@ def test_row_max_by_halves_is_the_maximum(width):
     from bert_tf.modeling.layers import _row_max
 
     x = np.random.default_rng(width).normal(size=(3, 5, width)).astype(np.float32)
-    x[1, 2, -1] = 50.0  # the maximum in the last column, which halving moves first
+    x[1, 2, -1] = 50.0  # a maximum in the last column, which every halving moves to a new column
     compiled = tf.function(_row_max, jit_compile=True)
     for fn in (_row_max, compiled):
         np.testing.assert_array_equal(fn(tf.constant(x)), x.max(-1, keepdims=True))
